@@ -1,0 +1,407 @@
+"""Broker and topic configuration with Kafka's own keys, defaults, types and precedence.
+
+`BROKER_CONFIGS` and `TOPIC_CONFIGS` are the tables of every key kbroker understands. A topic key
+falls back to its broker synonym (`retention.ms` → `log.retention.ms` → `log.retention.minutes`
+→ `log.retention.hours`), then to its default, exactly as Kafka resolves it; `describe_topic_config`
+reports where each value came from, which DescribeConfigs returns to clients.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from kbroker.errors import InvalidConfigError
+from kbroker.log.config import LogConfig
+
+LONG_MAX = 2**63 - 1
+
+
+class ConfigType(enum.IntEnum):
+    """DescribeConfigs `config_type` (v3+)."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(enum.IntEnum):
+    """DescribeConfigs `config_source` (v1+)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: ConfigType
+    default: Any
+    doc: str
+    valid: Callable[[Any], bool] | None = None
+    choices: tuple[str, ...] | None = None
+    sensitive: bool = False
+
+
+def _parse(d: ConfigDef, raw: Any) -> Any:
+    """Parse a string (or already typed value) for `d`; InvalidConfigError when it does not fit."""
+    try:
+        if raw is None:
+            value = None
+        elif d.type in (ConfigType.INT, ConfigType.LONG, ConfigType.SHORT):
+            value = int(str(raw).strip())
+            bits = {ConfigType.INT: 31, ConfigType.LONG: 63, ConfigType.SHORT: 15}[d.type]
+            if not -(2**bits) <= value < 2**bits:
+                raise ValueError("out of range")
+        elif d.type is ConfigType.DOUBLE:
+            value = float(str(raw).strip())
+        elif d.type is ConfigType.BOOLEAN:
+            text = str(raw).strip().lower()
+            if text not in ("true", "false"):
+                raise ValueError("expected true or false")
+            value = text == "true"
+        elif d.type is ConfigType.LIST:
+            value = [part.strip() for part in str(raw).split(",") if part.strip()] if not isinstance(raw, list) else raw
+        else:
+            value = str(raw).strip()
+    except ValueError as exc:
+        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {d.name}: {exc}") from None
+    if d.choices is not None and value is not None:
+        items = value if isinstance(value, list) else [value]
+        lowered = {c.lower(): c for c in d.choices}
+        if not all(str(v).lower() in lowered for v in items):
+            raise InvalidConfigError(f"Invalid value {raw!r} for configuration {d.name}: must be one of {d.choices}")
+    if d.valid is not None and value is not None and not d.valid(value):
+        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {d.name}")
+    return value
+
+
+def format_value(value: Any) -> str | None:
+    """A config value as Kafka prints it in DescribeConfigs."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _at_least(n: int) -> Callable[[Any], bool]:
+    return lambda v: v >= n
+
+
+_B, _S, _I, _L, _D, _LIST = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+)
+_CLEANUP = ("delete", "compact")
+_TS_TYPES = ("CreateTime", "LogAppendTime")
+_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        ConfigDef("node.id", _I, 0, "The broker's id (alias broker.id)."),
+        ConfigDef("broker.id", _I, -1, "The broker's id; node.id wins when both are set."),
+        ConfigDef("listeners", _S, "PLAINTEXT://127.0.0.1:9092", "Listener URIs, comma separated."),
+        ConfigDef("advertised.listeners", _S, None, "Listener URIs given to clients; defaults to listeners."),
+        ConfigDef("log.dirs", _S, None, "Data directories, comma separated (falls back to log.dir)."),
+        ConfigDef("log.dir", _S, "./kbroker-data", "Data directory used when log.dirs is not set."),
+        ConfigDef("zookeeper.connect", _S, None, "ZooKeeper connect string; unset = embedded single node."),
+        ConfigDef("cluster.id", _S, None, "Cluster id; generated and stored in meta.properties when unset."),
+        ConfigDef("num.partitions", _I, 1, "Default partition count of auto-created topics.", _at_least(1)),
+        ConfigDef("default.replication.factor", _I, 1, "Default replication factor of auto-created topics."),
+        ConfigDef("auto.create.topics.enable", _B, True, "Create unknown topics on Metadata requests."),
+        ConfigDef("delete.topic.enable", _B, True, "Allow DeleteTopics."),
+        ConfigDef("log.segment.bytes", _I, 1073741824, "Maximum segment size.", _at_least(14)),
+        ConfigDef("log.roll.ms", _L, None, "Maximum segment age before rolling (wins over log.roll.hours)."),
+        ConfigDef("log.roll.hours", _I, 168, "Maximum segment age in hours.", _at_least(1)),
+        ConfigDef("log.roll.jitter.ms", _L, None, "Jitter on segment roll time."),
+        ConfigDef("log.roll.jitter.hours", _I, 0, "Jitter on segment roll time in hours."),
+        ConfigDef("log.retention.ms", _L, None, "Retention time; -1 = forever (wins over minutes/hours)."),
+        ConfigDef("log.retention.minutes", _I, None, "Retention time in minutes."),
+        ConfigDef("log.retention.hours", _I, 336, "Retention time in hours (kbroker default: 2 weeks)."),
+        ConfigDef("log.retention.bytes", _L, -1, "Retention size per partition; -1 = unlimited."),
+        ConfigDef("log.retention.check.interval.ms", _L, 300000, "How often retention runs.", _at_least(1)),
+        ConfigDef("log.index.interval.bytes", _I, 4096, "Bytes between offset index entries.", _at_least(0)),
+        ConfigDef("log.index.size.max.bytes", _I, 10485760, "Maximum index file size.", _at_least(4)),
+        ConfigDef("log.flush.interval.messages", _L, LONG_MAX, "Messages before a forced fsync.", _at_least(1)),
+        ConfigDef("log.flush.interval.ms", _L, None, "Max time data stays unflushed; unset = scheduler interval."),
+        ConfigDef("log.flush.scheduler.interval.ms", _L, LONG_MAX, "How often the flusher checks logs."),
+        ConfigDef("log.flush.offset.checkpoint.interval.ms", _I, 60000, "Recovery point checkpoint interval."),
+        ConfigDef("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, "Log start checkpoint interval."),
+        ConfigDef("replica.high.watermark.checkpoint.interval.ms", _L, 5000, "High watermark checkpoint interval."),
+        ConfigDef("log.segment.delete.delay.ms", _L, 60000, "Delay before deleting a removed segment's files."),
+        ConfigDef("log.cleanup.policy", _LIST, ["delete"], "delete and/or compact.", choices=_CLEANUP),
+        ConfigDef("log.cleaner.delete.retention.ms", _L, 86400000, "How long tombstones are kept."),
+        ConfigDef("log.cleaner.min.compaction.lag.ms", _L, 0, "Minimum age before compaction."),
+        ConfigDef("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX, "Maximum age before compaction."),
+        ConfigDef("log.cleaner.min.cleanable.ratio", _D, 0.5, "Dirty ratio that triggers compaction."),
+        ConfigDef("log.message.timestamp.type", _S, "CreateTime", "CreateTime or LogAppendTime.", choices=_TS_TYPES),
+        ConfigDef("log.message.timestamp.before.max.ms", _L, LONG_MAX, "Max age of a record timestamp."),
+        ConfigDef("log.message.timestamp.after.max.ms", _L, LONG_MAX, "Max future skew of a record timestamp."),
+        ConfigDef("log.preallocate", _B, False, "Preallocate segment files."),
+        ConfigDef("message.max.bytes", _I, 1048588, "Largest record batch size.", _at_least(0)),
+        ConfigDef("compression.type", _S, "producer", "Final compression of a topic's data.", choices=_COMPRESSION),
+        ConfigDef("min.insync.replicas", _I, 1, "Minimum ISR size for acks=all.", _at_least(1)),
+        ConfigDef("unclean.leader.election.enable", _B, False, "Allow out-of-sync replicas to lead."),
+        ConfigDef("socket.request.max.bytes", _I, 104857600, "Largest request frame.", _at_least(1)),
+        ConfigDef("socket.send.buffer.bytes", _I, 102400, "SO_SNDBUF of client sockets; -1 = OS default."),
+        ConfigDef("socket.receive.buffer.bytes", _I, 102400, "SO_RCVBUF of client sockets; -1 = OS default."),
+        ConfigDef("max.connections", _I, 2147483647, "Maximum concurrent connections.", _at_least(0)),
+        ConfigDef("connections.max.idle.ms", _L, 600000, "Idle connections are closed after this."),
+        ConfigDef("offsets.topic.num.partitions", _I, 50, "Partitions of __consumer_offsets.", _at_least(1)),
+        ConfigDef("offsets.topic.replication.factor", _I, 1, "Replication factor of __consumer_offsets."),
+        ConfigDef("transactional.id.expiration.ms", _I, 604800000, "Transactional id expiry."),
+        ConfigDef("producer.id.expiration.ms", _I, 86400000, "Idle producer id expiry."),
+        ConfigDef("controlled.shutdown.enable", _B, True, "Hand over leadership before shutdown."),
+        ConfigDef("shutdown.timeout.ms", _L, 30000, "Deadline for in-flight requests on shutdown (kbroker)."),
+    ]
+}
+
+# topic key -> (broker synonyms in precedence order, default)
+TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
+    d.name: (d, syn)
+    for d, syn in [
+        (ConfigDef("cleanup.policy", _LIST, ["delete"], "delete and/or compact.", choices=_CLEANUP), ("log.cleanup.policy",)),
+        (ConfigDef("compression.type", _S, "producer", "Final compression.", choices=_COMPRESSION), ("compression.type",)),
+        (ConfigDef("delete.retention.ms", _L, 86400000, "Tombstone retention.", _at_least(0)), ("log.cleaner.delete.retention.ms",)),
+        (ConfigDef("file.delete.delay.ms", _L, 60000, "Delay before deleting files.", _at_least(0)), ("log.segment.delete.delay.ms",)),
+        (ConfigDef("flush.messages", _L, LONG_MAX, "Messages before fsync.", _at_least(1)), ("log.flush.interval.messages",)),
+        (ConfigDef("flush.ms", _L, LONG_MAX, "Time before fsync.", _at_least(0)), ("log.flush.interval.ms",)),
+        (ConfigDef("index.interval.bytes", _I, 4096, "Bytes between index entries.", _at_least(0)), ("log.index.interval.bytes",)),
+        (ConfigDef("max.compaction.lag.ms", _L, LONG_MAX, "Max compaction lag.", _at_least(1)), ("log.cleaner.max.compaction.lag.ms",)),
+        (ConfigDef("max.message.bytes", _I, 1048588, "Largest record batch size.", _at_least(0)), ("message.max.bytes",)),
+        (ConfigDef("message.timestamp.type", _S, "CreateTime", "Timestamp type.", choices=_TS_TYPES), ("log.message.timestamp.type",)),
+        (ConfigDef("message.timestamp.before.max.ms", _L, LONG_MAX, "Max timestamp age.", _at_least(0)), ("log.message.timestamp.before.max.ms",)),
+        (ConfigDef("message.timestamp.after.max.ms", _L, LONG_MAX, "Max timestamp skew.", _at_least(0)), ("log.message.timestamp.after.max.ms",)),
+        (ConfigDef("min.cleanable.dirty.ratio", _D, 0.5, "Dirty ratio for compaction.", lambda v: 0 <= v <= 1), ("log.cleaner.min.cleanable.ratio",)),
+        (ConfigDef("min.compaction.lag.ms", _L, 0, "Min compaction lag.", _at_least(0)), ("log.cleaner.min.compaction.lag.ms",)),
+        (ConfigDef("min.insync.replicas", _I, 1, "Minimum ISR for acks=all.", _at_least(1)), ("min.insync.replicas",)),
+        (ConfigDef("preallocate", _B, False, "Preallocate segments."), ("log.preallocate",)),
+        (ConfigDef("retention.bytes", _L, -1, "Retention size; -1 unlimited."), ("log.retention.bytes",)),
+        (ConfigDef("retention.ms", _L, 1209600000, "Retention time; -1 forever.", _at_least(-1)),
+         ("log.retention.ms", "log.retention.minutes", "log.retention.hours")),
+        (ConfigDef("segment.bytes", _I, 1073741824, "Segment size.", _at_least(14)), ("log.segment.bytes",)),
+        (ConfigDef("segment.index.bytes", _I, 10485760, "Index size.", _at_least(4)), ("log.index.size.max.bytes",)),
+        (ConfigDef("segment.jitter.ms", _L, 0, "Roll jitter.", _at_least(0)), ("log.roll.jitter.ms", "log.roll.jitter.hours")),
+        (ConfigDef("segment.ms", _L, 604800000, "Segment age before roll.", _at_least(1)), ("log.roll.ms", "log.roll.hours")),
+        (ConfigDef("unclean.leader.election.enable", _B, False, "Unclean election."), ("unclean.leader.election.enable",)),
+    ]
+}
+
+# Broker keys given in larger units; their value is converted to the topic key's milliseconds.
+_UNIT_MS = {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000, "log.roll.hours": 3_600_000,
+            "log.roll.jitter.hours": 3_600_000}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse a Java .properties text: `#`/`!` comments, `=`/`:`/space separators, `\\` continuations."""
+    props: dict[str, str] = {}
+    logical: list[str] = []
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        entry, logical = "".join(logical), []
+        match = re.match(r"((?:\\.|[^=:\s\\])+)\s*[=:\s]?\s*(.*)$", entry)
+        if match:
+            unescape = lambda s: re.sub(r"\\(.)", lambda m: {"n": "\n", "t": "\t"}.get(m.group(1), m.group(1)), s)
+            props[unescape(match.group(1))] = unescape(match.group(2).rstrip())
+    return props
+
+
+@dataclass
+class BrokerConfig:
+    """The broker's resolved static configuration: defaults < properties file < overrides."""
+
+    explicit: dict[str, Any] = field(default_factory=dict)
+    unknown: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_sources(cls, properties: Path | None = None, overrides: Iterable[str] = ()) -> "BrokerConfig":
+        raw: dict[str, str] = {}
+        if properties is not None:
+            raw.update(parse_properties(Path(properties).read_text()))
+        for item in overrides:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise InvalidConfigError(f"--override needs key=value, got {item!r}")
+            raw[key.strip()] = value
+        return cls.from_dict(raw)
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any]) -> "BrokerConfig":
+        config = cls()
+        for key, value in raw.items():
+            if key in BROKER_CONFIGS:
+                config.explicit[key] = _parse(BROKER_CONFIGS[key], value)
+            else:
+                config.unknown[key] = str(value)  # Kafka logs and ignores unknown keys
+        return config
+
+    def get(self, key: str) -> Any:
+        if key in self.explicit:
+            return self.explicit[key]
+        return BROKER_CONFIGS[key].default
+
+    def is_set(self, key: str) -> bool:
+        return self.explicit.get(key) is not None
+
+    # -- derived values -----------------------------------------------------------------------
+    @property
+    def node_id(self) -> int:
+        if self.is_set("node.id"):
+            return int(self.get("node.id"))
+        broker_id = int(self.get("broker.id"))
+        return broker_id if broker_id >= 0 else 0
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        dirs = self.get("log.dirs") or self.get("log.dir")
+        return [Path(d.strip()) for d in str(dirs).split(",") if d.strip()]
+
+    @property
+    def listeners(self) -> list[tuple[str, str, int]]:
+        return parse_listeners(self.get("listeners"))
+
+    @property
+    def advertised_listeners(self) -> list[tuple[str, str, int]]:
+        return parse_listeners(self.get("advertised.listeners") or self.get("listeners"))
+
+    def broker_value_for_topic_key(self, topic_key: str) -> tuple[Any, str | None]:
+        """The broker-level value of a topic key and which broker key gave it (None = default)."""
+        definition, synonyms = TOPIC_CONFIGS[topic_key]
+        for broker_key in synonyms:
+            if self.is_set(broker_key):
+                value = self.get(broker_key)
+                if broker_key in _UNIT_MS:
+                    value = value * _UNIT_MS[broker_key]
+                if topic_key == "retention.ms" and value < 0:
+                    value = -1
+                return value, broker_key
+        if topic_key == "retention.ms":
+            return self.get("log.retention.hours") * 3_600_000, None
+        if topic_key == "segment.ms":
+            return self.get("log.roll.hours") * 3_600_000, None
+        return definition.default, None
+
+
+def parse_listeners(text: str) -> list[tuple[str, str, int]]:
+    """`PLAINTEXT://host:port,...` → [(name, host, port)]; an empty host means all interfaces."""
+    result = []
+    for item in str(text).split(","):
+        item = item.strip()
+        if not item:
+            continue
+        match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://\[?([^\]]*?)\]?:(\d+)", item)
+        if not match:
+            raise InvalidConfigError(f"Invalid listener {item!r}: expected NAME://host:port")
+        result.append((match.group(1), match.group(2), int(match.group(3))))
+    return result
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
+    """Check topic-level overrides (CreateTopics, AlterConfigs); typed values, InvalidConfigError else."""
+    parsed = {}
+    for key, value in configs.items():
+        if key not in TOPIC_CONFIGS:
+            raise InvalidConfigError(f"Unknown topic config name: {key}")
+        parsed[key] = _parse(TOPIC_CONFIGS[key][0], value)
+    return parsed
+
+
+@dataclass(frozen=True)
+class ConfigEntry:
+    """One row of a DescribeConfigs answer."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    sensitive: bool
+    type: ConfigType
+    doc: str
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
+
+
+def effective_topic_value(broker: BrokerConfig, overrides: Mapping[str, str], key: str) -> Any:
+    if key in overrides:
+        return _parse(TOPIC_CONFIGS[key][0], overrides[key])
+    return broker.broker_value_for_topic_key(key)[0]
+
+
+def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) -> list[ConfigEntry]:
+    """Every topic config with its value, source and synonyms, as DescribeConfigs shows them."""
+    entries = []
+    for key, (definition, synonyms_keys) in sorted(TOPIC_CONFIGS.items()):
+        synonyms: list[tuple[str, str | None, ConfigSource]] = []
+        if key in overrides:
+            synonyms.append((key, format_value(effective_topic_value(broker, overrides, key)), ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        for broker_key in synonyms_keys:
+            if broker.is_set(broker_key):
+                synonyms.append((broker_key, format_value(broker.get(broker_key)), ConfigSource.STATIC_BROKER_CONFIG))
+        broker_value, broker_key = broker.broker_value_for_topic_key(key)
+        if broker_key is None:
+            synonyms.append((synonyms_keys[0], format_value(broker_value), ConfigSource.DEFAULT_CONFIG))
+        value = effective_topic_value(broker, overrides, key)
+        source = synonyms[0][2]
+        entries.append(ConfigEntry(key, format_value(value), source, False, definition.sensitive,
+                                   definition.type, definition.doc, tuple(synonyms)))
+    return entries
+
+
+def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
+    """Every broker config with its value and source (static configs are read-only, as in Kafka)."""
+    entries = []
+    for key, definition in sorted(BROKER_CONFIGS.items()):
+        explicit = broker.is_set(key)
+        source = ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG
+        value = None if definition.sensitive else format_value(broker.get(key))
+        entries.append(ConfigEntry(key, value, source, True, definition.sensitive, definition.type,
+                                   definition.doc, ((key, value, source),)))
+    return entries
+
+
+def log_config_for(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
+    """The storage settings of one topic: its overrides over the broker's values over defaults."""
+    value = lambda key: effective_topic_value(broker, overrides, key)
+    retention_ms = value("retention.ms")
+    policy = value("cleanup.policy")
+    return LogConfig(
+        segment_bytes=value("segment.bytes"),
+        segment_ms=value("segment.ms"),
+        retention_ms=retention_ms,
+        retention_bytes=value("retention.bytes"),
+        index_interval_bytes=value("index.interval.bytes"),
+        segment_index_bytes=value("segment.index.bytes"),
+        max_message_bytes=value("max.message.bytes"),
+        flush_interval_messages=value("flush.messages"),
+        flush_interval_ms=value("flush.ms"),
+        message_timestamp_type=value("message.timestamp.type"),
+        cleanup_policy=",".join(policy),
+        file_delete_delay_ms=value("file.delete.delay.ms"),
+        preallocate=value("preallocate"),
+    )

@@ -1,0 +1,62 @@
+"""Kafka's frame layer, sans-I/O: a 4-byte big-endian size, then that many bytes.
+
+`FrameDecoder` has h11's shape: `receive_data(bytes)` buffers, `next_frame()` returns one whole
+frame or None when more bytes are needed. The size prefix is checked before anything is buffered,
+so a peer can never make the broker hold more than `max_frame_size` bytes per connection.
+"""
+
+from __future__ import annotations
+
+import struct
+
+_SIZE = struct.Struct(">i")
+
+
+class FrameError(Exception):
+    """The peer sent something that is not a Kafka frame; the connection must be closed."""
+
+
+class FrameDecoder:
+    def __init__(self, max_frame_size: int) -> None:
+        self.max_frame_size = max_frame_size
+        self._buffer = bytearray()
+        self._expected: int | None = None
+
+    def receive_data(self, data: bytes) -> None:
+        self._buffer += data
+        self._check_size()
+
+    def _check_size(self) -> None:
+        if self._expected is None and len(self._buffer) >= 4:
+            (size,) = _SIZE.unpack_from(self._buffer, 0)
+            if size < 0:
+                raise FrameError(f"negative frame size {size}")
+            if size > self.max_frame_size:
+                raise FrameError(f"frame of {size} bytes exceeds socket.request.max.bytes={self.max_frame_size}")
+            self._expected = size
+
+    @property
+    def bytes_wanted(self) -> int:
+        """How many more bytes complete the current frame (4 while waiting for a size)."""
+        if self._expected is None:
+            return 4 - len(self._buffer)
+        return self._expected + 4 - len(self._buffer)
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def next_frame(self) -> bytes | None:
+        if self._expected is None or len(self._buffer) < self._expected + 4:
+            return None
+        end = self._expected + 4
+        frame = bytes(self._buffer[4:end])
+        del self._buffer[:end]
+        self._expected = None
+        self._check_size()
+        return frame
+
+
+def frame(payload: bytes) -> bytes:
+    """Prefix `payload` with its size."""
+    return _SIZE.pack(len(payload)) + payload
