@@ -1,0 +1,5 @@
+import sys
+
+from kbroker.cli import main
+
+sys.exit(main())

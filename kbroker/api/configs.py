@@ -1,0 +1,131 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics (and read-only broker configs)."""
+
+from __future__ import annotations
+
+from kbroker.api.context import RequestContext
+from kbroker.config import (
+    TOPIC_CONFIGS,
+    describe_broker_config,
+    describe_topic_config,
+    format_value,
+    validate_topic_configs,
+)
+from kbroker.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicOrPartitionError,
+    error_code_of,
+)
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _check_broker(ctx: RequestContext, name: str) -> None:
+    if name not in ("", str(ctx.broker.node_id)):
+        raise InvalidRequestError(f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}")
+
+
+async def describe_configs(ctx: RequestContext, request) -> dict:
+    broker = ctx.broker
+    include_synonyms = getattr(request, "include_synonyms", False)
+    include_docs = getattr(request, "include_documentation", False)
+    results = []
+    for resource in request.resources:
+        entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
+                 "resource_name": resource.resource_name, "configs": []}
+        try:
+            if resource.resource_type == TOPIC:
+                info = broker.metadata.topic(resource.resource_name)
+                if info is None:
+                    raise UnknownTopicOrPartitionError(f"Topic {resource.resource_name} does not exist.")
+                entries = describe_topic_config(broker.config, info.configs)
+            elif resource.resource_type == BROKER:
+                _check_broker(ctx, resource.resource_name)
+                entries = describe_broker_config(broker.config)
+            else:
+                raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
+            keys = resource.configuration_keys
+            if keys is not None:
+                entries = [e for e in entries if e.name in set(keys)]
+            entry["configs"] = [
+                {"name": e.name, "value": e.value, "read_only": e.read_only, "config_source": e.source,
+                 "is_sensitive": e.sensitive, "config_type": e.type,
+                 "documentation": e.doc if include_docs else None,
+                 "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in e.synonyms] if include_synonyms else []}
+                for e in entries
+            ]
+        except KafkaError as exc:
+            entry.update(error_code=error_code_of(exc), error_message=str(exc))
+        results.append(entry)
+    return {"throttle_time": 0, "results": results}
+
+
+def _alter(ctx: RequestContext, resource, new_configs, validate_only: bool) -> None:
+    if resource.resource_type == BROKER:
+        _check_broker(ctx, resource.resource_name)
+        raise InvalidRequestError("Broker configs are static in kbroker: set them in server.properties")
+    if resource.resource_type != TOPIC:
+        raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
+    validate_topic_configs(new_configs)
+    if not validate_only:
+        ctx.broker.set_topic_configs(resource.resource_name, new_configs)
+
+
+def _topic_overrides(ctx: RequestContext, resource) -> dict[str, str]:
+    if resource.resource_type != TOPIC:
+        return {}
+    info = ctx.broker.metadata.topic(resource.resource_name)
+    if info is None:
+        raise UnknownTopicOrPartitionError(f"Topic {resource.resource_name} does not exist.")
+    return dict(info.configs)
+
+
+async def alter_configs(ctx: RequestContext, request) -> dict:
+    responses = []
+    for resource in request.resources:
+        entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
+                 "resource_name": resource.resource_name}
+        try:
+            _topic_overrides(ctx, resource)  # existence check
+            new = {c.name: c.value for c in resource.configs if c.value is not None}
+            _alter(ctx, resource, new, request.validate_only)
+        except KafkaError as exc:
+            entry.update(error_code=error_code_of(exc), error_message=str(exc))
+        responses.append(entry)
+    return {"throttle_time": 0, "responses": responses}
+
+
+async def incremental_alter_configs(ctx: RequestContext, request) -> dict:
+    responses = []
+    for resource in request.resources:
+        entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
+                 "resource_name": resource.resource_name}
+        try:
+            configs = _topic_overrides(ctx, resource)
+            for c in resource.configs:
+                definition = TOPIC_CONFIGS.get(c.name, (None, ()))[0]
+                if definition is None and resource.resource_type == TOPIC:
+                    raise InvalidConfigError(f"Unknown topic config name: {c.name}")
+                if c.config_operation == SET:
+                    configs[c.name] = c.value
+                elif c.config_operation == DELETE:
+                    configs.pop(c.name, None)
+                elif c.config_operation in (APPEND, SUBTRACT):
+                    if definition.type.name != "LIST":
+                        raise InvalidConfigError(f"Config value append/subtract is not allowed for config {c.name}")
+                    current = configs.get(c.name)
+                    items = current.split(",") if current else list(definition.default)
+                    value = [v for v in (c.value or "").split(",") if v]
+                    items = items + [v for v in value if v not in items] if c.config_operation == APPEND \
+                        else [i for i in items if i not in value]
+                    configs[c.name] = format_value(items)
+                else:
+                    raise InvalidRequestError(f"Unknown config operation {c.config_operation}")
+            _alter(ctx, resource, configs, request.validate_only)
+        except KafkaError as exc:
+            entry.update(error_code=error_code_of(exc), error_message=str(exc))
+        responses.append(entry)
+    return {"throttle_time": 0, "responses": responses}

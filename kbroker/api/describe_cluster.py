@@ -1,0 +1,22 @@
+"""DescribeCluster: cluster id, controller and the brokers of the listener the client came in on."""
+
+from __future__ import annotations
+
+from kbroker.api.context import RequestContext
+from kbroker.errors import ErrorCode
+
+
+async def handle(ctx: RequestContext, request) -> dict:
+    metadata = ctx.broker.metadata
+    return {
+        "throttle_time": 0,
+        "error_code": ErrorCode.none,
+        "error_message": None,
+        "endpoint_type": 1,
+        "cluster_id": metadata.cluster_id,
+        "controller_id": metadata.controller_id,
+        "brokers": [
+            {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in metadata.brokers()
+        ],
+        "cluster_authorized_operations": -2147483648,
+    }

@@ -1,0 +1,101 @@
+"""The one dispatch table, API key → handler and the versions served, and the request pipeline.
+
+Three tiers of errors, as in Kafka: an undecodable frame, an unknown API key or an unsupported
+version closes the connection (except ApiVersions, which always answers); per-partition problems
+are data inside the response; a handler that raises a KafkaError gets that code in the response's
+top-level error field, anything unexpected UNKNOWN_SERVER_ERROR, and the broker keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from kbroker.api import (
+    api_versions,
+    configs,
+    delete_records,
+    describe_cluster,
+    fetch,
+    init_producer_id,
+    list_offsets,
+    metadata,
+    produce,
+    topics,
+)
+from kbroker.api.context import RequestContext
+from kbroker.errors import ErrorCode, error_code_of
+from kbroker.wire.protocol import (
+    API_VERSIONS_KEY,
+    ProtocolError,
+    build_response,
+    decode_request,
+    encode_response,
+    parse_request_header,
+    response_class,
+)
+
+logger = logging.getLogger(__name__)
+
+Handler = Callable[[RequestContext, Any], Awaitable[dict | None]]
+
+
+@dataclass(frozen=True)
+class ApiSpec:
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+DISPATCH: dict[int, ApiSpec] = {
+    0: ApiSpec("Produce", 3, 11, produce.handle),
+    1: ApiSpec("Fetch", 4, 17, fetch.handle),
+    2: ApiSpec("ListOffsets", 1, 9, list_offsets.handle),
+    3: ApiSpec("Metadata", 0, 12, metadata.handle),
+    18: ApiSpec("ApiVersions", 0, 4, api_versions.handle),
+    19: ApiSpec("CreateTopics", 2, 7, topics.create_topics),
+    20: ApiSpec("DeleteTopics", 1, 6, topics.delete_topics),
+    21: ApiSpec("DeleteRecords", 0, 2, delete_records.handle),
+    22: ApiSpec("InitProducerId", 0, 5, init_producer_id.handle),
+    32: ApiSpec("DescribeConfigs", 1, 4, configs.describe_configs),
+    33: ApiSpec("AlterConfigs", 0, 2, configs.alter_configs),
+    37: ApiSpec("CreatePartitions", 0, 3, topics.create_partitions),
+    44: ApiSpec("IncrementalAlterConfigs", 0, 1, configs.incremental_alter_configs),
+    60: ApiSpec("DescribeCluster", 0, 1, describe_cluster.handle),
+}
+
+
+async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | None:
+    """Answer one request frame: response bytes, None for no response (acks=0).
+
+    Raises ProtocolError when the connection must be closed.
+    """
+    header, body_offset = parse_request_header(frame)
+    spec = DISPATCH.get(header.api_key)
+    if spec is None:
+        raise ProtocolError(f"unknown API key {header.api_key}")
+    if not spec.min_version <= header.api_version <= spec.max_version:
+        if header.api_key == API_VERSIONS_KEY:
+            return api_versions.unsupported_version_response(header.correlation_id, spec.min_version, spec.max_version)
+        raise ProtocolError(f"{spec.name} v{header.api_version} is not supported")
+    request = decode_request(header, frame, body_offset)
+    ctx = RequestContext(header, broker, client_host)
+    try:
+        data = await spec.handler(ctx, request)
+    except Exception as exc:  # tier 3: the whole request failed
+        code = error_code_of(exc)
+        if code == ErrorCode.unknown_server_error:
+            logger.exception("unexpected error handling %s v%d", spec.name, header.api_version)
+        data = _error_response(header, code)
+    if data is None:
+        return None
+    return encode_response(header, build_response(header, data))
+
+
+def _error_response(header, code: ErrorCode) -> dict:
+    cls = response_class(header.api_key, header.api_version)
+    if "error_code" not in getattr(cls, "__dataclass_fields__", {}):
+        raise ProtocolError(f"request failed with {code.name} and its response has no error field")
+    return {"error_code": code}

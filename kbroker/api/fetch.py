@@ -1,0 +1,90 @@
+"""Fetch: read whole batches up to the high watermark (LSO for read_committed), long-polling for
+`min_bytes` up to `max_wait`, within `max_bytes` and each partition's `partition_max_bytes`.
+
+Fetch sessions (KIP-227) are declined with session id 0, so every request is a full fetch, which
+every client handles. v13+ names topics by id.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from kbroker.api.context import RequestContext
+from kbroker.errors import ErrorCode, UnknownTopicIdError, error_code_of
+from kbroker.log.topic_partition import TopicPartition
+from kbroker.replica.manager import FetchPartitionResult
+from kbroker.wire.protocol import to_ms
+
+
+def _topic_name(ctx: RequestContext, topic) -> tuple[str | None, object]:
+    topic_id = getattr(topic, "topic_id", None)
+    if ctx.version >= 13:
+        info = ctx.broker.metadata.topic_by_id(topic_id)
+        return (info.name if info else None), topic_id
+    return topic.topic, topic_id
+
+
+def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool, replica_id: int):
+    rm = ctx.broker.replica_manager
+    budget = max_bytes
+    results: list[tuple[object, object, list[tuple[object, FetchPartitionResult]]]] = []
+    for topic, name, topic_id in wanted:
+        partitions = []
+        for p in topic.partitions:
+            if name is None:
+                partitions.append((p, FetchPartitionResult(TopicPartition("", p.partition), error=UnknownTopicIdError())))
+                continue
+            # KIP-74: the first non-empty partition may exceed the limits by one batch, later ones may not
+            result = rm.read_partition(TopicPartition(name, p.partition), p.fetch_offset,
+                                       min(budget, p.partition_max_bytes), read_committed,
+                                       min_one_message=budget == max_bytes, replica_id=replica_id)
+            budget = max(0, budget - len(result.records))
+            partitions.append((p, result))
+        results.append((name, topic_id, partitions))
+    return results
+
+
+async def handle(ctx: RequestContext, request) -> dict:
+    version = ctx.version
+    if request.session_id != 0 or request.session_epoch > 0:
+        code = ErrorCode.fetch_session_id_not_found if request.session_id != 0 else ErrorCode.invalid_fetch_session_epoch
+        return {"throttle_time": 0, "error_code": code, "session_id": 0, "responses": []}
+    read_committed = request.isolation_level == 1
+    replica_state = getattr(request, "replica_state", None)
+    replica_id = replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1)
+    max_wait_s = to_ms(request.max_wait) / 1000
+    max_bytes = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    wanted = []
+    for topic in request.topics:
+        name, topic_id = _topic_name(ctx, topic)
+        wanted.append((topic, name, topic_id))
+    tps = [TopicPartition(name, p.partition) for topic, name, _ in wanted if name for p in topic.partitions]
+
+    deadline = trio.current_time() + max_wait_s
+    while True:
+        results = _read_all(ctx, wanted, max_bytes, read_committed, replica_id)
+        total = sum(len(r.records) for _, _, parts in results for _, r in parts)
+        has_error = any(r.error for _, _, parts in results for _, r in parts)
+        remaining = deadline - trio.current_time()
+        if total >= request.min_bytes or has_error or remaining <= 0 or not tps:
+            break
+        if not await ctx.broker.replica_manager.wait_for_data(tps, remaining):
+            results = _read_all(ctx, wanted, max_bytes, read_committed, replica_id)
+            break
+
+    responses = []
+    for name, topic_id, parts in results:
+        partitions = []
+        for p, r in parts:
+            partitions.append({
+                "partition_index": p.partition,
+                "error_code": error_code_of(r.error) if r.error else ErrorCode.none,
+                "high_watermark": r.high_watermark,
+                "last_stable_offset": r.last_stable_offset,
+                "log_start_offset": r.log_start_offset,
+                "aborted_transactions": [] if read_committed else None,
+                "preferred_read_replica": -1,
+                "records": r.records,
+            })
+        responses.append({"topic": name, "topic_id": topic_id, "partitions": partitions})
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}

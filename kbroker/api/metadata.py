@@ -1,0 +1,78 @@
+"""Metadata: brokers, controller, cluster id, and topics with their partitions (auto-creating topics)."""
+
+from __future__ import annotations
+
+from kbroker.api.context import RequestContext
+from kbroker.errors import ErrorCode, KafkaError, error_code_of
+from kbroker.metadata.store import TopicInfo
+
+NO_AUTHORIZED_OPERATIONS = -2147483648
+
+
+def topic_metadata(ctx: RequestContext, info: TopicInfo) -> dict:
+    partitions = []
+    for index, replicas in enumerate(info.assignment):
+        partition = ctx.broker.replica_manager.partitions.get((info.name, index))
+        leader = partition.leader_id if partition else -1
+        partitions.append({
+            "error_code": ErrorCode.none if partition else ErrorCode.leader_not_available,
+            "partition_index": index,
+            "leader_id": leader,
+            "leader_epoch": partition.leader_epoch if partition else -1,
+            "replica_nodes": replicas,
+            "isr_nodes": partition.isr if partition else [],
+            "offline_replicas": [],
+        })
+    return {
+        "error_code": ErrorCode.none,
+        "name": info.name,
+        "topic_id": info.topic_id,
+        "is_internal": info.is_internal,
+        "partitions": partitions,
+        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+def _error_topic(name: str | None, code: ErrorCode, topic_id=None) -> dict:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "is_internal": False, "partitions": [],
+            "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS}
+
+
+async def handle(ctx: RequestContext, request) -> dict:
+    broker = ctx.broker
+    metadata = broker.metadata
+    requested = request.topics
+    if ctx.version == 0 and not requested:
+        requested = None  # v0: an empty list means every topic
+    allow_create = getattr(request, "allow_auto_topic_creation", True) and broker.config.get("auto.create.topics.enable")
+    topics = []
+    if requested is None:
+        topics = [topic_metadata(ctx, info) for info in list(metadata.topics().values())]
+    else:
+        for wanted in requested:
+            name = getattr(wanted, "name", None)
+            topic_id = getattr(wanted, "topic_id", None)
+            if name is None and topic_id is not None and topic_id.int != 0:
+                info = metadata.topic_by_id(topic_id)
+                topics.append(topic_metadata(ctx, info) if info else _error_topic(None, ErrorCode.unknown_topic_id, topic_id))
+                continue
+            info = metadata.topic(name)
+            if info is None and allow_create:
+                try:
+                    info = broker.create_topic(name)
+                except KafkaError as exc:
+                    topics.append(_error_topic(name, error_code_of(exc)))
+                    continue
+            if info is None:
+                topics.append(_error_topic(name, ErrorCode.unknown_topic_or_partition))
+            else:
+                topics.append(topic_metadata(ctx, info))
+    return {
+        "throttle_time": 0,
+        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in metadata.brokers()],
+        "cluster_id": metadata.cluster_id,
+        "controller_id": metadata.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "error_code": ErrorCode.none,
+    }

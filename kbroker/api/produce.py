@@ -1,0 +1,56 @@
+"""Produce: validate record batches (header + CRC-32C only), append through the replica layer.
+
+acks=0 gets no response at all; per-partition failures are answered in that partition's entry.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from kbroker.api.context import RequestContext
+from kbroker.errors import (
+    ErrorCode,
+    InvalidRequiredAcksError,
+    InvalidTopicError,
+    KafkaError,
+    error_code_of,
+)
+from kbroker.log.topic_partition import TopicPartition
+from kbroker.metadata.store import INTERNAL_TOPICS
+from kbroker.wire.records import validate_batches
+
+logger = logging.getLogger(__name__)
+
+
+def _error(index: int, exc: KafkaError) -> dict:
+    return {"index": index, "error_code": error_code_of(exc), "base_offset": -1, "log_append_time": -1,
+            "log_start_offset": -1, "record_errors": [], "error_message": str(exc)}
+
+
+def produce_partition(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int) -> dict:
+    rm = ctx.broker.replica_manager
+    try:
+        if acks not in (-1, 0, 1):
+            raise InvalidRequiredAcksError(f"Invalid required acks {acks}")
+        if topic in INTERNAL_TOPICS:
+            raise InvalidTopicError(f"Cannot append to internal topic {topic}")
+        partition = rm.get_leader_partition(TopicPartition(topic, index))
+        buf = bytearray(records or b"")
+        batches = validate_batches(buf)
+        info = partition.append_records_to_leader(buf, batches, acks, rm.min_insync_replicas(topic))
+    except KafkaError as exc:
+        return _error(index, exc)
+    return {"index": index, "error_code": ErrorCode.none, "base_offset": info.first_offset,
+            "log_append_time": info.log_append_time_ms, "log_start_offset": info.log_start_offset,
+            "record_errors": [], "error_message": None}
+
+
+async def handle(ctx: RequestContext, request) -> dict | None:
+    acks = request.acks
+    responses = []
+    for topic in request.topic_data:
+        partitions = [produce_partition(ctx, topic.name, p.index, p.records, acks) for p in topic.partition_data]
+        responses.append({"name": topic.name, "partition_responses": partitions})
+    if acks == 0:
+        return None
+    return {"responses": responses, "throttle_time": 0}

@@ -1,0 +1,90 @@
+"""CreateTopics, DeleteTopics and CreatePartitions: one result per topic, errors per topic."""
+
+from __future__ import annotations
+
+from kbroker.api.context import RequestContext
+from kbroker.config import describe_topic_config
+from kbroker.errors import (
+    ErrorCode,
+    InvalidPartitionsError,
+    InvalidRequestError,
+    KafkaError,
+    UnknownTopicIdError,
+    error_code_of,
+)
+
+
+async def create_topics(ctx: RequestContext, request) -> dict:
+    broker = ctx.broker
+    results = []
+    seen: set[str] = set()
+    duplicates = {t.name for t in request.topics if [x.name for x in request.topics].count(t.name) > 1}
+    for topic in request.topics:
+        result = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None,
+                  "num_partitions": -1, "replication_factor": -1, "configs": None}
+        try:
+            if topic.name in duplicates:
+                if topic.name in seen:
+                    continue
+                raise InvalidRequestError(f"Create topics request from client contains multiple entries for topic {topic.name}")
+            seen.add(topic.name)
+            assignment = [list(a.broker_ids) for a in sorted(topic.assignments, key=lambda a: a.partition_index)] or None
+            if assignment and (topic.num_partitions != -1 or topic.replication_factor != -1):
+                raise InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set.")
+            info = broker.create_topic(
+                topic.name,
+                num_partitions=None if topic.num_partitions == -1 else topic.num_partitions,
+                replication_factor=None if topic.replication_factor == -1 else topic.replication_factor,
+                assignment=assignment,
+                configs={c.name: c.value for c in topic.configs},
+                validate_only=request.validate_only,
+            )
+            result.update(topic_id=info.topic_id, num_partitions=info.num_partitions,
+                          replication_factor=len(info.assignment[0]),
+                          configs=[{"name": e.name, "value": e.value, "read_only": e.read_only,
+                                    "config_source": e.source, "is_sensitive": e.sensitive}
+                                   for e in describe_topic_config(broker.config, info.configs)])
+        except KafkaError as exc:
+            result.update(error_code=error_code_of(exc), error_message=str(exc))
+        results.append(result)
+    return {"throttle_time": 0, "topics": results}
+
+
+async def delete_topics(ctx: RequestContext, request) -> dict:
+    broker = ctx.broker
+    wanted = [(name, None) for name in getattr(request, "topic_names", ())]
+    wanted += [(t.name, t.topic_id) for t in getattr(request, "topics", ())]
+    responses = []
+    for name, topic_id in wanted:
+        entry = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.none, "error_message": None}
+        try:
+            if name is None:
+                info = broker.metadata.topic_by_id(topic_id)
+                if info is None:
+                    raise UnknownTopicIdError(f"Topic id {topic_id} does not exist.")
+                name = entry["name"] = info.name
+            info = broker.delete_topic(name)
+            entry["topic_id"] = info.topic_id
+        except KafkaError as exc:
+            entry.update(error_code=error_code_of(exc), error_message=str(exc))
+        responses.append(entry)
+    return {"throttle_time": 0, "responses": responses}
+
+
+async def create_partitions(ctx: RequestContext, request) -> dict:
+    broker = ctx.broker
+    results = []
+    for topic in request.topics:
+        entry = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
+        try:
+            assignment = [list(a.broker_ids) for a in topic.assignments] if topic.assignments is not None else None
+            info = broker.metadata.topic(topic.name)
+            if info is not None and assignment is not None and len(assignment) != topic.count - info.num_partitions:
+                raise InvalidPartitionsError(
+                    f"Increasing the number of partitions by {topic.count - info.num_partitions} but "
+                    f"{len(assignment)} assignments provided.")
+            broker.create_partitions(topic.name, topic.count, assignment, validate_only=request.validate_only)
+        except KafkaError as exc:
+            entry.update(error_code=error_code_of(exc), error_message=str(exc))
+        results.append(entry)
+    return {"throttle_time": 0, "results": results}

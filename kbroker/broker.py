@@ -1,0 +1,139 @@
+"""The broker's subsystems wired together, and the operations that span them (create a topic:
+metadata first, then the replica layer makes the logs through the metadata listener)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from pathlib import Path
+
+from kbroker.config import BrokerConfig, validate_topic_configs
+from kbroker.errors import InvalidPartitionsError, KafkaError, InvalidRequestError
+from kbroker.errors import ErrorCode
+from kbroker.log.config import LogConfig
+from kbroker.log.log_manager import LogManager
+from kbroker.metadata.store import (
+    BrokerInfo,
+    LocalMetadataStore,
+    TopicInfo,
+    assign_replicas,
+    validate_assignment,
+    validate_topic_name,
+)
+from kbroker.replica.manager import ReplicaManager
+from kbroker.config import log_config_for
+
+logger = logging.getLogger(__name__)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TopicDeletionDisabledError(KafkaError):
+    code = ErrorCode.topic_deletion_disabled
+
+
+class ProducerIdManager:
+    """Hands out producer ids from blocks reserved (and persisted) in the metadata store."""
+
+    BLOCK = 1000
+
+    def __init__(self, metadata) -> None:
+        self.metadata = metadata
+        self._next = self._end = 0
+
+    def next_id(self) -> int:
+        if self._next >= self._end:
+            self._next = self.metadata.allocate_producer_ids(self.BLOCK)
+            self._end = self._next + self.BLOCK
+        producer_id, self._next = self._next, self._next + 1
+        return producer_id
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, advertised: tuple[str, int]) -> None:
+        self.config = config
+        self.node_id = config.node_id
+        host, port = advertised
+        if host in ("", "0.0.0.0", "::"):
+            host = socket.getfqdn()
+        self.info = BrokerInfo(self.node_id, host, port)
+        log_dirs = config.log_dirs
+        for d in log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        self.log_manager = LogManager(log_dirs, log_config_for(config, {}), now_ms=now_ms)
+        self.metadata = LocalMetadataStore(log_dirs[0], self.info, config.get("cluster.id"))
+        self.replica_manager = ReplicaManager(self.node_id, config, self.log_manager, self.metadata)
+        self.producer_ids = ProducerIdManager(self.metadata)
+
+    def startup(self) -> None:
+        self.log_manager.startup()
+        self.replica_manager.startup()
+
+    def shutdown(self) -> None:
+        self.log_manager.shutdown()
+
+    # -- topic operations (validated here, applied through the metadata store) ---------------
+    def create_topic(self, name: str, *, num_partitions: int | None = None, replication_factor: int | None = None,
+                     assignment: list[list[int]] | None = None, configs: dict[str, str] | None = None,
+                     validate_only: bool = False) -> TopicInfo:
+        validate_topic_name(name)
+        configs = {k: v for k, v in (configs or {}).items() if v is not None}
+        validate_topic_configs(configs)
+        if self.metadata.topic(name) is not None:
+            from kbroker.errors import TopicAlreadyExistsError
+
+            raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        brokers = self.metadata.brokers()
+        if assignment is None:
+            partitions = num_partitions if num_partitions is not None else self.config.get("num.partitions")
+            factor = replication_factor if replication_factor is not None else self.config.get("default.replication.factor")
+            assignment = assign_replicas(brokers, partitions, factor)
+        else:
+            validate_assignment(brokers, assignment)
+        if validate_only:
+            import uuid
+
+            return TopicInfo(name, uuid.UUID(int=0), assignment, configs)
+        return self.metadata.create_topic(name, assignment, configs)
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        if not self.config.get("delete.topic.enable"):
+            raise TopicDeletionDisabledError("Topic deletion is disabled.")
+        return self.metadata.delete_topic(name)
+
+    def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None,
+                          validate_only: bool = False) -> None:
+        info = self.metadata.topic(name)
+        if info is None:
+            from kbroker.errors import UnknownTopicOrPartitionError
+
+            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
+        current = info.num_partitions
+        if count < current:
+            raise InvalidPartitionsError(f"Topic currently has {current} partitions, {count} would not be an increase.")
+        if count == current:
+            raise InvalidPartitionsError(f"Topic already has {current} partitions.")
+        if assignment is None:
+            assignment = assign_replicas(self.metadata.brokers(), count - current, len(info.assignment[0]), current)
+        validate_assignment(self.metadata.brokers(), info.assignment + assignment)
+        if not validate_only:
+            self.metadata.add_partitions(name, assignment)
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        self.metadata.set_topic_configs(name, configs)
+
+    # -- periodic work --------------------------------------------------------------------------
+    def periodic_tasks(self) -> list[tuple[float, callable]]:
+        """(interval seconds, job) pairs the server runs in the background."""
+        c = self.config
+        lm = self.log_manager
+        return [
+            (c.get("log.retention.check.interval.ms") / 1000, lambda: lm.cleanup_logs(now_ms())),
+            (min(c.get("log.flush.scheduler.interval.ms"), 1000) / 1000, lambda: lm.flush_dirty_logs(now_ms())),
+            (c.get("replica.high.watermark.checkpoint.interval.ms") / 1000, lm.checkpoint_high_watermarks),
+            (c.get("log.flush.offset.checkpoint.interval.ms") / 1000, lm.checkpoint_recovery_points),
+            (c.get("log.flush.start.offset.checkpoint.interval.ms") / 1000, lm.checkpoint_log_start_offsets),
+        ]

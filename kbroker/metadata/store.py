@@ -1,0 +1,251 @@
+"""Cluster metadata: topics (id, partition assignment, config overrides), brokers, controller.
+
+`MetadataStore` is the one interface the API handlers and the replica layer read and change
+metadata through; `LocalMetadataStore` is the embedded single-node backend, persisting to
+`<first log dir>/kbroker-metadata.json` (written atomically). A ZooKeeper backend implements the
+same interface for cluster mode. Listeners are told of every change so the replica layer can
+create or drop partitions.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from kbroker.log.checkpoint import write_atomically
+from kbroker.errors import (
+    InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
+    InvalidReplicationFactorError,
+    InvalidTopicError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's topic name rules (Topic.validate)."""
+    if not name:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        raise InvalidTopicError(f"Topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters")
+    if not _LEGAL_TOPIC.fullmatch(name):
+        raise InvalidTopicError(
+            f"Topic name {name!r} is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass
+class TopicInfo:
+    name: str
+    topic_id: uuid.UUID
+    assignment: list[list[int]]  # replicas of each partition, preferred leader first
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def num_partitions(self) -> int:
+        return len(self.assignment)
+
+    @property
+    def is_internal(self) -> bool:
+        return self.name in INTERNAL_TOPICS
+
+
+MetadataListener = Callable[[str, "TopicInfo | None"], None]
+
+
+class MetadataStore(Protocol):
+    cluster_id: str
+    controller_id: int
+
+    def brokers(self) -> list[BrokerInfo]: ...
+    def topics(self) -> dict[str, TopicInfo]: ...
+    def topic(self, name: str) -> TopicInfo | None: ...
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None: ...
+    def create_topic(self, name: str, assignment: list[list[int]], configs: dict[str, str]) -> TopicInfo: ...
+    def delete_topic(self, name: str) -> TopicInfo: ...
+    def add_partitions(self, name: str, new_assignment: list[list[int]]) -> TopicInfo: ...
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo: ...
+    def allocate_producer_ids(self, count: int) -> int: ...
+    def add_listener(self, listener: MetadataListener) -> None: ...
+
+
+def assign_replicas(brokers: list[BrokerInfo], num_partitions: int, replication_factor: int,
+                    start_partition: int = 0) -> list[list[int]]:
+    """Round-robin replica placement (Kafka's rack-unaware assignment, without the random start)."""
+    if num_partitions <= 0:
+        raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+    ids = sorted(b.node_id for b in brokers)
+    if replication_factor > len(ids):
+        raise InvalidReplicationFactorError(
+            f"Replication factor: {replication_factor} larger than available brokers: {len(ids)}."
+        )
+    return [[ids[(p + r) % len(ids)] for r in range(replication_factor)]
+            for p in range(start_partition, start_partition + num_partitions)]
+
+
+def validate_assignment(brokers: list[BrokerInfo], assignment: list[list[int]]) -> None:
+    known = {b.node_id for b in brokers}
+    sizes = {len(replicas) for replicas in assignment}
+    if not assignment or len(sizes) != 1 or 0 in sizes:
+        raise InvalidReplicaAssignmentError("All partitions must have the same, non-zero number of replicas.")
+    for replicas in assignment:
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(f"Duplicate brokers in replica assignment {replicas}.")
+        unknown = set(replicas) - known
+        if unknown:
+            raise InvalidReplicaAssignmentError(f"Unknown broker(s) {sorted(unknown)} in replica assignment.")
+
+
+class LocalMetadataStore:
+    """Single-node metadata kept in one JSON file in the data directory."""
+
+    FILE_NAME = "kbroker-metadata.json"
+    PRODUCER_ID_BLOCK = 1000
+
+    def __init__(self, data_dir: Path, broker: BrokerInfo, cluster_id: str | None = None) -> None:
+        self.path = Path(data_dir) / self.FILE_NAME
+        self.broker = broker
+        self.controller_id = broker.node_id
+        self._topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._listeners: list[MetadataListener] = []
+        self._next_producer_id_block = 0
+        self.cluster_id = cluster_id or ""
+        self._load()
+        if not self.cluster_id:
+            self.cluster_id = _new_cluster_id()
+            self._save()
+
+    # -- persistence --------------------------------------------------------------------------
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        state = json.loads(self.path.read_text())
+        self.cluster_id = self.cluster_id or state.get("cluster_id", "")
+        self._next_producer_id_block = state.get("next_producer_id_block", 0)
+        for t in state.get("topics", []):
+            info = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), t["assignment"], dict(t.get("configs", {})))
+            self._topics[info.name] = info
+            self._by_id[info.topic_id] = info
+
+    def _save(self) -> None:
+        state = {
+            "version": 1,
+            "cluster_id": self.cluster_id,
+            "next_producer_id_block": self._next_producer_id_block,
+            "topics": [
+                {"name": t.name, "topic_id": str(t.topic_id), "assignment": t.assignment, "configs": t.configs}
+                for t in self._topics.values()
+            ],
+        }
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.path, json.dumps(state, indent=1).encode())
+
+    def _notify(self, name: str, info: TopicInfo | None) -> None:
+        for listener in self._listeners:
+            listener(name, info)
+
+    # -- reads --------------------------------------------------------------------------------
+    def add_listener(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    def brokers(self) -> list[BrokerInfo]:
+        return [self.broker]
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return self._topics
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    # -- changes ------------------------------------------------------------------------------
+    def create_topic(self, name: str, assignment: list[list[int]], configs: dict[str, str],
+                     topic_id: uuid.UUID | None = None) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self._topics:
+            raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        validate_assignment(self.brokers(), assignment)
+        info = TopicInfo(name, topic_id or _new_topic_id(), [list(r) for r in assignment], dict(configs))
+        self._topics[name] = info
+        self._by_id[info.topic_id] = info
+        self._save()
+        self._notify(name, info)
+        return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        info = self._topics.pop(name, None)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"Topic {name} does not exist.")
+        self._by_id.pop(info.topic_id, None)
+        self._save()
+        self._notify(name, None)
+        return info
+
+    def add_partitions(self, name: str, new_assignment: list[list[int]]) -> TopicInfo:
+        info = self._require(name)
+        validate_assignment(self.brokers(), info.assignment + new_assignment)
+        info.assignment = info.assignment + [list(r) for r in new_assignment]
+        self._save()
+        self._notify(name, info)
+        return info
+
+    def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
+        info = self._require(name)
+        info.configs = dict(configs)
+        self._save()
+        self._notify(name, info)
+        return info
+
+    def allocate_producer_ids(self, count: int) -> int:
+        """First id of a fresh block of `count` producer ids, persisted before it is handed out."""
+        start = self._next_producer_id_block
+        self._next_producer_id_block = start + count
+        self._save()
+        return start
+
+    def _require(self, name: str) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"Topic {name} does not exist.")
+        return info
+
+
+def _new_topic_id() -> uuid.UUID:
+    while True:  # Kafka never hands out the zero uuid nor one whose base64 starts with '-'
+        topic_id = uuid.uuid4()
+        if not uuid_to_base64(topic_id).startswith("-"):
+            return topic_id
+
+
+def uuid_to_base64(value: uuid.UUID) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+
+
+def _new_cluster_id() -> str:
+    return uuid_to_base64(uuid.uuid4())

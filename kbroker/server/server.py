@@ -1,0 +1,145 @@
+"""The trio server: listeners, one task per connection, graceful drain. The only socket I/O.
+
+Each connection handles one request at a time, so responses go out in request order as Kafka's
+clients expect. On shutdown the listeners close first, idle connections are closed, busy ones
+finish their current request (bounded by shutdown.timeout.ms), then storage is flushed.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+from typing import Any
+
+import trio
+
+from kbroker.api.dispatch import handle_frame
+from kbroker.broker import Broker
+from kbroker.config import BrokerConfig
+from kbroker.wire.framing import FrameDecoder, FrameError
+from kbroker.wire.protocol import ProtocolError
+
+logger = logging.getLogger(__name__)
+
+RECEIVE_CHUNK = 256 * 1024
+
+
+class _Connection:
+    __slots__ = ("scope", "busy")
+
+    def __init__(self) -> None:
+        self.scope = trio.CancelScope()
+        self.busy = False
+
+
+class KafkaServer:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker: Broker | None = None
+        self.listeners: list[trio.SocketListener] = []
+        self._connections: set[_Connection] = set()
+        self._shutting_down = False
+
+    @property
+    def port(self) -> int:
+        return self.listeners[0].socket.getsockname()[1]
+
+    async def _handle_connection(self, stream: trio.SocketStream) -> None:
+        conn = _Connection()
+        self._connections.add(conn)
+        decoder = FrameDecoder(self.config.get("socket.request.max.bytes"))
+        try:
+            peer = stream.socket.getpeername()[0]
+        except OSError:
+            peer = ""
+        try:
+            with conn.scope:
+                while not self._shutting_down:
+                    frame = decoder.next_frame()
+                    if frame is None:
+                        data = await stream.receive_some(RECEIVE_CHUNK)
+                        if not data:
+                            return
+                        decoder.receive_data(data)
+                        continue
+                    conn.busy = True
+                    with trio.CancelScope(shield=self._shutting_down):
+                        response = await handle_frame(self.broker, frame, peer)
+                        if response is not None:
+                            await stream.send_all(response)
+                    conn.busy = False
+        except (FrameError, ProtocolError) as exc:
+            logger.info("closing connection from %s: %s", peer, exc)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            self._connections.discard(conn)
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def _periodic(self, interval: float, job) -> None:
+        while True:
+            await trio.sleep(interval)
+            try:
+                job()
+            except Exception:
+                logger.exception("background job failed")
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        name, host, port = self.config.listeners[0]
+        for _name, lhost, lport in self.config.listeners:
+            self.listeners += await trio.open_tcp_listeners(lport, host=lhost or None)
+        adv = self.config.advertised_listeners[0] if self.config.get("advertised.listeners") else (name, host, self.port)
+        self.broker = Broker(self.config, (adv[1], adv[2] or self.port))
+        self.broker.startup()
+        try:
+            async with trio.open_nursery() as background:
+                for interval, job in self.broker.periodic_tasks():
+                    background.start_soon(self._periodic, interval, job)
+                async with trio.open_nursery() as connections:
+                    listen_scope = trio.CancelScope()
+
+                    async def listen() -> None:
+                        with listen_scope:
+                            await trio.serve_listeners(self._handle_connection, self.listeners,
+                                                       handler_nursery=connections)
+
+                    connections.start_soon(listen)
+                    logger.info("kbroker %d serving on %s:%d (data in %s)", self.broker.node_id,
+                                self.broker.info.host, self.broker.info.port,
+                                ",".join(str(d) for d in self.config.log_dirs))
+                    task_status.started(self)
+                    try:
+                        await trio.sleep_forever()
+                    finally:
+                        with trio.CancelScope(shield=True):
+                            await self._drain(listen_scope)
+                background.cancel_scope.cancel()
+        finally:
+            self.broker.shutdown()
+            logger.info("kbroker stopped")
+
+    async def _drain(self, listen_scope: trio.CancelScope) -> None:
+        self._shutting_down = True
+        listen_scope.cancel()
+        for conn in list(self._connections):
+            if not conn.busy:
+                conn.scope.cancel()
+        with trio.move_on_after(self.config.get("shutdown.timeout.ms") / 1000):
+            while any(c.busy for c in self._connections):
+                await trio.sleep(0.01)
+        for conn in list(self._connections):
+            conn.scope.cancel()
+
+
+async def serve(config: BrokerConfig, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+    """Run a broker until cancelled or SIGINT/SIGTERM; `task_status.started(server)` once serving."""
+    server = KafkaServer(config)
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(server.run)
+            task_status.started(server)
+            async for signum in signals:
+                logger.info("received %s, shutting down", signal.Signals(signum).name)
+                nursery.cancel_scope.cancel()
+                break

@@ -1,0 +1,59 @@
+import pytest
+
+from kbroker.config import (
+    BrokerConfig,
+    ConfigSource,
+    describe_topic_config,
+    log_config_for,
+    parse_properties,
+    validate_topic_configs,
+)
+from kbroker.errors import InvalidConfigError
+
+
+def test_properties_file_syntax():
+    text = "# comment\n! also\nlog.dirs=/a,/b\nnum.partitions : 3\nlisteners PLAINTEXT://h:1\nlong=a\\\n  b\n"
+    assert parse_properties(text) == {"log.dirs": "/a,/b", "num.partitions": "3",
+                                      "listeners": "PLAINTEXT://h:1", "long": "ab"}
+
+
+def test_default_retention_is_two_weeks():
+    config = BrokerConfig()
+    assert log_config_for(config, {}).retention_ms == 14 * 24 * 3600 * 1000
+
+
+def test_retention_precedence_ms_over_minutes_over_hours():
+    assert log_config_for(BrokerConfig.from_dict({"log.retention.hours": "1"}), {}).retention_ms == 3_600_000
+    both = BrokerConfig.from_dict({"log.retention.hours": "1", "log.retention.minutes": "2"})
+    assert log_config_for(both, {}).retention_ms == 120_000
+    three = BrokerConfig.from_dict({"log.retention.hours": "1", "log.retention.ms": "5"})
+    assert log_config_for(three, {}).retention_ms == 5
+    assert log_config_for(three, {"retention.ms": "9"}).retention_ms == 9
+
+
+def test_overrides_win_over_file(tmp_path):
+    props = tmp_path / "server.properties"
+    props.write_text("num.partitions=3\nlog.dirs=/x\n")
+    config = BrokerConfig.from_sources(props, ["num.partitions=5"])
+    assert config.get("num.partitions") == 5 and config.log_dirs[0].as_posix() == "/x"
+
+
+def test_bad_values_are_invalid_config():
+    with pytest.raises(InvalidConfigError):
+        BrokerConfig.from_dict({"num.partitions": "zero"})
+    with pytest.raises(InvalidConfigError):
+        validate_topic_configs({"cleanup.policy": "shred"})
+    with pytest.raises(InvalidConfigError):
+        validate_topic_configs({"no.such.key": "1"})
+
+
+def test_describe_reports_source_and_synonyms():
+    config = BrokerConfig.from_dict({"log.segment.bytes": "1000"})
+    entries = {e.name: e for e in describe_topic_config(config, {"retention.ms": "100"})}
+    assert entries["retention.ms"].value == "100"
+    assert entries["retention.ms"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG
+    assert entries["segment.bytes"].value == "1000"
+    assert entries["segment.bytes"].source == ConfigSource.STATIC_BROKER_CONFIG
+    assert entries["max.message.bytes"].source == ConfigSource.DEFAULT_CONFIG
+    assert entries["max.message.bytes"].synonyms[0][0] == "message.max.bytes"
+    assert len(entries) >= 20
