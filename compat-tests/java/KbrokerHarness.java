@@ -1,0 +1,319 @@
+// Small driver for the stock Java kafka-clients 3.9.0, used by compat-tests/test_java.py.
+//
+// It makes exactly the calls Spark's Kafka connector makes: Admin describeTopics / listOffsets on
+// the driver, KafkaConsumer.assign + seek + poll on executors, an idempotent KafkaProducer for
+// writes. Input and output are plain lines (no JSON library on the classpath); binary fields are
+// base64, a null key/value is "-", headers are "b64key=b64value" pairs joined by ","; on input ""
+// means no headers, on output "~" does (output fields are space-separated).
+//
+//   produce <bootstrap> <topic> <compression> <acks>
+//       stdin, one record a line: partition \t timestamp_ms \t key \t value \t headers
+//       (partition -1: let the partitioner choose; timestamp -1: let the producer stamp it)
+//       stdout: "ACK <line#> <partition> <offset> <timestamp>" per record, then "DONE <n>"
+//   consume <bootstrap> <topic> <n> <timeout_ms> <seek> [group.id]
+//       seek: "beginning" (all partitions) or "p:off,p:off" (only those partitions)
+//       stdout: "REC <partition> <offset> <timestamp> <key> <value> <headers>" then "DONE <n>"
+//   admin <bootstrap> create <topic> <partitions>      -> "CREATED <topic>"
+//   admin <bootstrap> describe <topic>                 -> "PARTITION <p> <leader> <replicas,>"
+//   admin <bootstrap> offsets <topic> <spec>...        -> "OFFSET <spec> <p> <offset> <timestamp>"
+//       spec: earliest | latest | ts:MS, each looked up for every partition of the topic
+//   admin <bootstrap> delete <topic>                   -> "DELETED <topic>"
+//   admin <bootstrap> list                             -> "TOPIC <name>"
+//   spark <bootstrap> <topic> <timeout_ms>
+//       the connector's read path: describeTopics, listOffsets earliest+latest, then per partition a
+//       consumer (group.id set, auto.offset.reset=none, no auto commit) assign+seek+poll up to latest.
+//       stdout: "RANGE <p> <earliest> <latest>", "REC ..." lines, "DONE <n>"
+//
+// Any failure: "ERROR <class>: <message>" on stdout and exit status 1.
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ListOffsetsOptions;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.IsolationLevel;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class KbrokerHarness {
+    private static final long CALL_TIMEOUT_S = 30;
+
+    public static void main(String[] args) {
+        try {
+            switch (args[0]) {
+                case "produce": produce(args[1], args[2], args[3], args[4]); break;
+                case "consume":
+                    consume(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]), args[5],
+                            args.length > 6 ? args[6] : null);
+                    break;
+                case "admin": admin(args); break;
+                case "spark": spark(args[1], args[2], Long.parseLong(args[3])); break;
+                default: throw new IllegalArgumentException("unknown subcommand " + args[0]);
+            }
+            System.out.flush();
+            System.exit(0);
+        } catch (Throwable t) {
+            Throwable root = t;
+            while (root.getCause() != null && root.getCause() != root) root = root.getCause();
+            System.out.println("ERROR " + root.getClass().getName() + ": "
+                    + String.valueOf(root.getMessage()).replace('\n', ' '));
+            System.out.flush();
+            t.printStackTrace();
+            System.exit(1);
+        }
+    }
+
+    // ---- encoding helpers -------------------------------------------------------------------
+
+    static String b64(byte[] b) {
+        return b == null ? "-" : Base64.getEncoder().encodeToString(b);
+    }
+
+    static byte[] unb64(String s) {
+        return "-".equals(s) ? null : Base64.getDecoder().decode(s);
+    }
+
+    static String headers(Iterable<Header> hs) {
+        StringBuilder sb = new StringBuilder();
+        for (Header h : hs) {
+            if (sb.length() > 0) sb.append(',');
+            sb.append(b64(h.key().getBytes(StandardCharsets.UTF_8))).append('=').append(b64(h.value()));
+        }
+        return sb.length() == 0 ? "~" : sb.toString();
+    }
+
+    static String rec(ConsumerRecord<byte[], byte[]> r) {
+        return "REC " + r.partition() + " " + r.offset() + " " + r.timestamp() + " " + b64(r.key()) + " "
+                + b64(r.value()) + " " + headers(r.headers());
+    }
+
+    static Properties common(String bootstrap) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("request.timeout.ms", "15000");
+        p.put("default.api.timeout.ms", "30000");
+        p.put("reconnect.backoff.max.ms", "1000");
+        return p;
+    }
+
+    // ---- produce ----------------------------------------------------------------------------
+
+    static void produce(String bootstrap, String topic, String compression, String acks) throws Exception {
+        Properties p = common(bootstrap);
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, compression);
+        p.put(ProducerConfig.ACKS_CONFIG, acks);
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        // enable.idempotence is left at its default (true), as Spark leaves it.
+        List<Future<RecordMetadata>> futures = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+            BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            String line;
+            while ((line = in.readLine()) != null) {
+                if (line.isEmpty()) continue;
+                String[] f = line.split("\t", -1);
+                Integer partition = Integer.parseInt(f[0]) < 0 ? null : Integer.parseInt(f[0]);
+                Long ts = Long.parseLong(f[1]) < 0 ? null : Long.parseLong(f[1]);
+                List<Header> hs = new ArrayList<>();
+                if (f.length > 4 && !f[4].isEmpty()) {
+                    for (String kv : f[4].split(",")) {
+                        String[] parts = kv.split("=", 2);
+                        hs.add(new RecordHeader(new String(unb64(parts[0]), StandardCharsets.UTF_8), unb64(parts[1])));
+                    }
+                }
+                futures.add(producer.send(new ProducerRecord<>(topic, partition, ts, unb64(f[2]), unb64(f[3]), hs)));
+            }
+            producer.flush();
+            int i = 0;
+            for (Future<RecordMetadata> fut : futures) {
+                RecordMetadata md = fut.get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+                System.out.println("ACK " + i + " " + md.partition() + " " + md.offset() + " " + md.timestamp());
+                i++;
+            }
+        }
+        System.out.println("DONE " + futures.size());
+    }
+
+    // ---- consume ----------------------------------------------------------------------------
+
+    static KafkaConsumer<byte[], byte[]> consumer(String bootstrap, String groupId) {
+        Properties p = common(bootstrap);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, groupId == null ? "earliest" : "none");
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_uncommitted");
+        if (groupId != null) p.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
+        return new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+    }
+
+    static void consume(String bootstrap, String topic, int n, long timeoutMs, String seek, String groupId) {
+        int got = 0;
+        try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap, groupId)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            Map<TopicPartition, Long> offsets = new HashMap<>();
+            if ("beginning".equals(seek)) {
+                c.partitionsFor(topic, Duration.ofSeconds(CALL_TIMEOUT_S))
+                        .forEach(pi -> tps.add(new TopicPartition(topic, pi.partition())));
+            } else {
+                for (String po : seek.split(",")) {
+                    String[] x = po.split(":");
+                    TopicPartition tp = new TopicPartition(topic, Integer.parseInt(x[0]));
+                    tps.add(tp);
+                    offsets.put(tp, Long.parseLong(x[1]));
+                }
+            }
+            c.assign(tps);
+            if ("beginning".equals(seek)) c.seekToBeginning(tps);
+            else offsets.forEach(c::seek);
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            while (got < n && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<byte[], byte[]> rs = c.poll(Duration.ofMillis(500));
+                for (ConsumerRecord<byte[], byte[]> r : rs) {
+                    System.out.println(rec(r));
+                    got++;
+                }
+            }
+        }
+        System.out.println("DONE " + got);
+    }
+
+    // ---- admin ------------------------------------------------------------------------------
+
+    static Admin adminClient(String bootstrap) {
+        Properties p = common(bootstrap);
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        return Admin.create(p);
+    }
+
+    static Map<Integer, TopicPartitionInfo> describe(Admin admin, String topic) throws Exception {
+        TopicDescription d = admin.describeTopics(Collections.singletonList(topic))
+                .allTopicNames().get(CALL_TIMEOUT_S, TimeUnit.SECONDS).get(topic);
+        Map<Integer, TopicPartitionInfo> out = new TreeMap<>();
+        for (TopicPartitionInfo tpi : d.partitions()) out.put(tpi.partition(), tpi);
+        return out;
+    }
+
+    static Map<Integer, ListOffsetsResult.ListOffsetsResultInfo> offsets(
+            Admin admin, String topic, java.util.Set<Integer> partitions, OffsetSpec spec) throws Exception {
+        Map<TopicPartition, OffsetSpec> req = new HashMap<>();
+        for (int p : partitions) req.put(new TopicPartition(topic, p), spec);
+        // Spark's KafkaOffsetReaderAdmin passes the isolation level explicitly.
+        Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> res = admin.listOffsets(
+                req, new ListOffsetsOptions(IsolationLevel.READ_UNCOMMITTED)).all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+        Map<Integer, ListOffsetsResult.ListOffsetsResultInfo> out = new TreeMap<>();
+        res.forEach((tp, info) -> out.put(tp.partition(), info));
+        return out;
+    }
+
+    static void admin(String[] args) throws Exception {
+        try (Admin admin = adminClient(args[1])) {
+            switch (args[2]) {
+                case "create":
+                    admin.createTopics(Collections.singletonList(
+                            new NewTopic(args[3], Integer.parseInt(args[4]), (short) 1)))
+                            .all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+                    System.out.println("CREATED " + args[3]);
+                    break;
+                case "describe":
+                    for (TopicPartitionInfo tpi : describe(admin, args[3]).values()) {
+                        StringBuilder reps = new StringBuilder();
+                        for (Node n : tpi.replicas()) reps.append(reps.length() > 0 ? "," : "").append(n.id());
+                        System.out.println("PARTITION " + tpi.partition() + " "
+                                + (tpi.leader() == null ? -1 : tpi.leader().id()) + " " + reps);
+                    }
+                    break;
+                case "offsets": {
+                    java.util.Set<Integer> parts = describe(admin, args[3]).keySet();
+                    for (int i = 4; i < args.length; i++) {
+                        String s = args[i];
+                        OffsetSpec spec = "earliest".equals(s) ? OffsetSpec.earliest()
+                                : "latest".equals(s) ? OffsetSpec.latest()
+                                : OffsetSpec.forTimestamp(Long.parseLong(s.substring(3)));
+                        offsets(admin, args[3], parts, spec).forEach((p, info) -> System.out.println(
+                                "OFFSET " + s + " " + p + " " + info.offset() + " " + info.timestamp()));
+                    }
+                    break;
+                }
+                case "delete":
+                    admin.deleteTopics(Collections.singletonList(args[3])).all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+                    System.out.println("DELETED " + args[3]);
+                    break;
+                case "list":
+                    for (String t : admin.listTopics().names().get(CALL_TIMEOUT_S, TimeUnit.SECONDS))
+                        System.out.println("TOPIC " + t);
+                    break;
+                default:
+                    throw new IllegalArgumentException("unknown admin call " + args[2]);
+            }
+        }
+    }
+
+    // ---- the Spark connector's read path ----------------------------------------------------
+
+    static void spark(String bootstrap, String topic, long timeoutMs) throws Exception {
+        Map<Integer, ListOffsetsResult.ListOffsetsResultInfo> earliest;
+        Map<Integer, ListOffsetsResult.ListOffsetsResultInfo> latest;
+        try (Admin admin = adminClient(bootstrap)) {
+            java.util.Set<Integer> parts = describe(admin, topic).keySet();
+            earliest = offsets(admin, topic, parts, OffsetSpec.earliest());
+            latest = offsets(admin, topic, parts, OffsetSpec.latest());
+        }
+        int got = 0;
+        long deadline = System.currentTimeMillis() + timeoutMs;
+        for (int p : earliest.keySet()) {
+            long from = earliest.get(p).offset();
+            long until = latest.get(p).offset();
+            System.out.println("RANGE " + p + " " + from + " " + until);
+            if (from >= until) continue;
+            // One cached consumer per task, as in Spark's KafkaDataConsumer.
+            try (KafkaConsumer<byte[], byte[]> c = consumer(bootstrap, "spark-kafka-source-kbroker-executor")) {
+                TopicPartition tp = new TopicPartition(topic, p);
+                c.assign(Collections.singletonList(tp));
+                c.seek(tp, from);
+                long next = from;
+                while (next < until && System.currentTimeMillis() < deadline) {
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500)).records(tp)) {
+                        if (r.offset() >= until) break;
+                        System.out.println(rec(r));
+                        next = r.offset() + 1;
+                        got++;
+                    }
+                }
+                if (next < until) throw new IllegalStateException(
+                        "partition " + p + " stopped at offset " + next + " before latest " + until);
+            }
+        }
+        System.out.println("DONE " + got);
+    }
+}
