@@ -1,0 +1,42 @@
+"""LogConfig: the topic-level settings the storage layer obeys, with Kafka's names and defaults.
+
+Mapping of config keys (`retention.ms`, `log.retention.ms`, ...) onto these fields lives elsewhere;
+storage only takes a LogConfig. kbroker deviates from Kafka in one default: retention_ms is two
+weeks (Kafka: one week).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+__all__ = ["LogConfig", "LONG_MAX"]
+
+LONG_MAX = 2**63 - 1
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    retention_ms: int = 1209600000  # kbroker default: 2 weeks; -1 = unlimited
+    retention_bytes: int = -1
+    index_interval_bytes: int = 4096
+    segment_index_bytes: int = 10485760
+    max_message_bytes: int = 1048588
+    flush_interval_messages: int = LONG_MAX
+    flush_interval_ms: int = LONG_MAX
+    message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    cleanup_policy: str = "delete"  # "compact" is accepted but not implemented: retention then only honours log start
+    file_delete_delay_ms: int = 60000
+    preallocate: bool = False  # accepted for compatibility; files are never preallocated
+
+    @property
+    def delete_enabled(self) -> bool:
+        return "delete" in self.cleanup_policy.replace(" ", "").split(",")
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == "LogAppendTime"
+
+    def with_(self, **changes) -> LogConfig:
+        return replace(self, **changes)

@@ -1,0 +1,687 @@
+"""Log: one partition's log (Kafka's UnifiedLog + LocalLog + LogLoader, without replication policy).
+
+Owns the segments of a `topic-partition` directory, offsets (log start, log end, high watermark,
+recovery point), producer state, loading/recovery, appends, reads, retention and truncation.
+Synchronous and not thread-safe: the caller serialises calls per log.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from kbroker.errors import (
+    CorruptRecordError,
+    KafkaStorageError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from kbroker.log.checkpoint import fsync_dir
+from kbroker.log.config import LogConfig
+from kbroker.log.producer_state import ProducerAppendInfo, ProducerStateManager
+from kbroker.log.records_view import FetchDataInfo
+from kbroker.log.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+)
+from kbroker.log.topic_partition import TopicPartition
+from kbroker.wire.records import (
+    LOG_OVERHEAD,
+    BatchHeader,
+    decode_records,
+    set_base_offset,
+    set_log_append_time,
+    set_partition_leader_epoch,
+)
+
+__all__ = ["Log", "LogAppendInfo", "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "wall_clock_ms"]
+
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86400000  # Kafka's producer.id.expiration.ms
+_STRAY_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class LogAppendInfo:
+    """Result of an append. For a duplicate (an idempotent retry of one of the producer's last 5
+    batches) nothing is written, `duplicate` is set and the offsets are the original batch's;
+    `log_append_time_ms` is then that batch's timestamp, as Kafka answers it."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int
+    log_start_offset: int
+    num_messages: int
+    valid_bytes: int = 0
+    duplicate: bool = False
+
+
+class Log:
+    def __init__(self, dir: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
+        self.dir = Path(dir)
+        try:
+            self.topic_partition: TopicPartition | None = TopicPartition.from_dir_name(self.dir.name)
+        except ValueError:
+            self.topic_partition = None
+        self.config = config
+        self._now_ms = now_ms
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []  # segment base offsets, for bisect
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.last_flush_ms = now_ms()
+        self.producer_state = ProducerStateManager(self.dir)
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._dir_dirty = False
+        self.closed = False
+
+    # --- loading ----------------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        dir: Path,
+        config: LogConfig,
+        *,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+        high_watermark: int | None = None,
+        had_clean_shutdown: bool = False,
+        now_ms: Callable[[], int] = wall_clock_ms,
+    ) -> Log:
+        """Load (creating if needed) the log in `dir`.
+
+        Stray `.deleted/.cleaned/.swap/.tmp` files go; segments from the one holding
+        `recovery_point` onwards are recovered (all skipped after a clean shutdown, except segments
+        whose index is missing); the first invalid batch truncates its segment and deletes every
+        later segment. Producer state comes from the newest snapshot plus a replay of the log.
+        """
+        dir = Path(dir)
+        dir.mkdir(parents=True, exist_ok=True)
+        log = cls(dir, config, now_ms)
+        log._load(recovery_point, log_start_offset, had_clean_shutdown)
+        hw = log.log_start_offset if high_watermark is None else high_watermark
+        log.update_high_watermark(hw)
+        return log
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
+        return LogSegment.open(
+            self.dir,
+            base_offset,
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes,
+            now_ms=self._now_ms(),
+        )
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
+        bases: list[int] = []
+        for p in list(self.dir.iterdir()):
+            name = p.name
+            if name.endswith(_STRAY_SUFFIXES):
+                p.unlink(missing_ok=True)
+                continue
+            stem, dot, suffix = name.partition(".")
+            if not stem.isdigit() or len(stem) != 20:
+                continue
+            if "." + suffix == LOG_SUFFIX:
+                bases.append(int(stem))
+        for p in list(self.dir.iterdir()):  # indexes without their log file (Kafka deletes them too)
+            stem, _, suffix = p.name.partition(".")
+            if "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem.isdigit() and int(stem) not in bases:
+                p.unlink(missing_ok=True)
+        bases.sort()
+        needs_recovery: list[bool] = []
+        for base in bases:
+            seg = self._new_segment(base)
+            self.segments.append(seg)
+            self._bases.append(base)
+            needs_recovery.append(not seg.indexes_exist())
+        if not clean and self.segments:
+            first = max(bisect_right(self._bases, recovery_point) - 1, 0)
+            for i in range(first, len(self.segments)):
+                needs_recovery[i] = True
+        for i, seg in enumerate(self.segments):
+            if not needs_recovery[i]:
+                continue
+            if seg.recover() > 0 or (i + 1 < len(self.segments) and seg.read_next_offset() != self._bases[i + 1]):
+                # Everything after the first invalid batch is unreachable: drop later segments.
+                for later in self.segments[i + 1 :]:
+                    later.delete()
+                del self.segments[i + 1 :]
+                del self._bases[i + 1 :]
+                break
+        if self.segments and not needs_recovery[len(self.segments) - 1]:
+            # A trusted (clean or flushed) active segment must still end on a batch boundary,
+            # or appends would land after garbage.
+            active = self.segments[-1]
+            try:
+                clean_tail = active.scan_tail()[1] == active.size
+            except CorruptRecordError:
+                clean_tail = False
+            if not clean_tail:
+                active.recover()
+        if not self.segments:
+            seg = self._new_segment(log_start_offset)
+            self.segments.append(seg)
+            self._bases.append(log_start_offset)
+        self.log_end_offset = self.segments[-1].read_next_offset()
+        self.log_start_offset = max(log_start_offset, self._bases[0])
+        if self.log_start_offset > self.log_end_offset:
+            # The log lost data above a DeleteRecords point: nothing below it is readable anyway.
+            self.truncate_fully_and_start_at(self.log_start_offset)
+        self.recovery_point = self.log_end_offset if clean else min(recovery_point, self.log_end_offset)
+        self._rebuild_producer_state()
+
+    def _rebuild_producer_state(self) -> None:
+        psm = self.producer_state
+        psm.truncate_and_reload(self.log_start_offset, self.log_end_offset)
+        start = max(psm.map_end_offset, self.log_start_offset, self._bases[0])
+        psm.update_map_end_offset(start)
+        psm.replay((h for _seg, _pos, h in self._batches_from(start)), end_offset=self.log_end_offset)
+        psm.update_map_end_offset(self.log_end_offset)
+        psm.take_snapshot(sync=False)
+
+    def _batches_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """Headers of every batch whose last offset >= `offset`, across segments."""
+        i = max(bisect_right(self._bases, offset) - 1, 0)
+        for seg in self.segments[i:]:
+            start = 0
+            if offset > seg.base_offset:
+                m = seg.translate_offset(offset)
+                if m is None:
+                    continue
+                start = m.position
+            for pos, h in seg.iter_batches(start):
+                yield seg, pos, h
+
+    # --- properties -------------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self.log_end_offset - self.recovery_point
+
+    def update_config(self, config: LogConfig) -> None:
+        self.config = config
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to [log_start_offset, log_end_offset]; returns it."""
+        self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        return self.high_watermark
+
+    # --- appends ----------------------------------------------------------------------------------
+
+    def append_as_leader(
+        self,
+        buf: bytearray,
+        batches: Sequence[tuple[int, BatchHeader]],
+        *,
+        leader_epoch: int,
+        now_ms: int | None = None,
+    ) -> LogAppendInfo:
+        """Append client batches already checked by `validate_batches` (they fill `buf` exactly).
+
+        Kafka's rules: a batch above max.message.bytes is MESSAGE_TOO_LARGE, a request above
+        segment.bytes RECORD_LIST_TOO_LARGE; producer epoch/sequence validation; a duplicate
+        returns the original offsets without writing. Offsets (from log_end_offset), leader
+        epoch and LogAppendTime are patched into `buf` in place; then one write.
+        """
+        if not batches:
+            raise ValueError("append needs at least one batch")
+        cfg = self.config
+        now = self._now_ms() if now_ms is None else now_ms
+        total = self._check_sizes(buf, batches)
+        log_append_time = cfg.log_append_time
+        psm = self.producer_state
+        updates: dict[int, ProducerAppendInfo] = {}
+        offset = self.log_end_offset
+        first_offset = offset
+        max_ts = -1
+        offset_of_max_ts = -1
+        num_messages = 0
+        for _pos, h in batches:
+            last = offset + h.last_offset_delta
+            ts = now if log_append_time else h.max_timestamp
+            pid = h.producer_id
+            if pid >= 0:
+                entry = psm.last_entry(pid)
+                if entry is not None:
+                    dup = entry.find_duplicate_batch(h)
+                    if dup is not None:
+                        return LogAppendInfo(
+                            dup.first_offset, dup.last_offset, h.max_timestamp, dup.last_offset, dup.timestamp,
+                            self.log_start_offset, 0, 0, duplicate=True,
+                        )
+                info = updates.get(pid)
+                if info is None:
+                    info = updates[pid] = psm.prepare_update(pid, validate=True)
+                if h.is_control:
+                    info.append_end_txn_marker(h.producer_epoch, ts)
+                else:
+                    info.append_data_batch(
+                        h.producer_epoch, h.base_sequence, h.last_sequence, ts, offset, last, h.is_transactional
+                    )
+            if ts > max_ts:
+                max_ts = ts
+                offset_of_max_ts = first_offset if log_append_time else last
+            num_messages += h.last_offset_delta + 1
+            offset = last + 1
+        last_offset = offset - 1
+
+        # Patch in place: base offsets and leader epoch are outside the CRC, LogAppendTime is not.
+        offset = first_offset
+        for pos, h in batches:
+            set_base_offset(buf, pos, offset)
+            set_partition_leader_epoch(buf, pos, leader_epoch)
+            if log_append_time:
+                set_log_append_time(buf, pos, now)
+            offset += h.last_offset_delta + 1
+
+        self._write(buf, total, first_offset, last_offset, max_ts, offset_of_max_ts, now)
+        for info in updates.values():
+            psm.update(info)
+        psm.update_map_end_offset(self.log_end_offset)
+        self._maybe_flush()
+        return LogAppendInfo(
+            first_offset, last_offset, max_ts, offset_of_max_ts, now if log_append_time else -1,
+            self.log_start_offset, num_messages, total,
+        )
+
+    def append_as_follower(self, buf: bytes | bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]]) -> LogAppendInfo:
+        """Append batches that already carry their offsets (replication): they must continue the
+        log exactly at log_end_offset, with contiguous offsets. Producer state is updated
+        without validation."""
+        if not batches:
+            raise ValueError("append needs at least one batch")
+        total = self._check_sizes(buf, batches, check_message_size=False)
+        expected = self.log_end_offset
+        max_ts = -1
+        offset_of_max_ts = -1
+        num_messages = 0
+        psm = self.producer_state
+        updates: dict[int, ProducerAppendInfo] = {}
+        for _pos, h in batches:
+            if h.base_offset != expected:
+                raise ValueError(f"follower append at offset {h.base_offset}, expected {expected}")
+            if h.producer_id >= 0:
+                info = updates.get(h.producer_id)
+                if info is None:
+                    info = updates[h.producer_id] = psm.prepare_update(h.producer_id, validate=False)
+                info.append_batch(h)
+            if h.max_timestamp > max_ts:
+                max_ts = h.max_timestamp
+                offset_of_max_ts = h.base_offset + h.last_offset_delta
+            num_messages += h.last_offset_delta + 1
+            expected = h.base_offset + h.last_offset_delta + 1
+        first_offset = self.log_end_offset
+        last_offset = expected - 1
+        now = self._now_ms()
+        self._write(buf, total, first_offset, last_offset, max_ts, offset_of_max_ts, now)
+        for info in updates.values():
+            psm.update(info)
+        psm.update_map_end_offset(self.log_end_offset)
+        self._maybe_flush()
+        return LogAppendInfo(first_offset, last_offset, max_ts, offset_of_max_ts, -1, self.log_start_offset,
+                             num_messages, total)
+
+    def _check_sizes(self, buf, batches: Sequence[tuple[int, BatchHeader]], check_message_size: bool = True) -> int:
+        last_pos, last_h = batches[-1]
+        total = last_pos + last_h.batch_length + LOG_OVERHEAD
+        if total != len(buf) or batches[0][0] != 0:
+            raise ValueError("the batches must fill the buffer exactly")
+        if check_message_size:
+            limit = self.config.max_message_bytes
+            for _pos, h in batches:
+                size = h.batch_length + LOG_OVERHEAD
+                if size > limit:
+                    raise MessageTooLargeError(
+                        f"the record batch size in the append to {self.topic_partition} is {size} bytes which "
+                        f"exceeds the maximum configured value of {limit}"
+                    )
+        if total > self.config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"message batch size is {total} bytes in append to partition {self.topic_partition}, which "
+                f"exceeds the maximum configured segment size of {self.config.segment_bytes}"
+            )
+        return total
+
+    def _write(self, buf, total: int, first_offset: int, last_offset: int, max_ts: int, offset_of_max_ts: int,
+               now: int) -> None:
+        cfg = self.config
+        seg = self.segments[-1]
+        if seg.should_roll(
+            max_segment_ms=cfg.segment_ms,
+            max_segment_bytes=cfg.segment_bytes,
+            max_timestamp_in_messages=max_ts,
+            max_offset_in_messages=last_offset,
+            messages_size=total,
+            now_ms=now,
+        ):
+            seg = self.roll(first_offset)
+        seg.append(last_offset, max_ts, offset_of_max_ts, buf)
+        self.log_end_offset = last_offset + 1
+
+    def _maybe_flush(self) -> None:
+        if self.unflushed_messages >= self.config.flush_interval_messages:
+            self.flush()
+
+    # --- segments ---------------------------------------------------------------------------------
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at max(expected_next_offset, log_end_offset) and snapshot
+        the producer state at its base offset. The old segment is flushed later (flush_dirty_logs),
+        as Kafka schedules that flush rather than doing it in the append path."""
+        new_offset = max(expected_next_offset or 0, self.log_end_offset)
+        active = self.segments[-1]
+        if active.base_offset == new_offset and active.size == 0:
+            active.created_ms = self._now_ms()  # Kafka recreates the empty segment: same effect
+        else:
+            if active.base_offset >= new_offset:
+                raise KafkaStorageError(f"cannot roll {self.dir} to offset {new_offset} below {active.base_offset}")
+            active.on_become_inactive()
+            seg = self._new_segment(new_offset)
+            if seg.size:
+                seg.close_handlers()
+                raise KafkaStorageError(f"segment file for offset {new_offset} already exists in {self.dir}")
+            self.segments.append(seg)
+            self._bases.append(new_offset)
+            self._dir_dirty = True
+        self.producer_state.update_map_end_offset(new_offset)
+        self.producer_state.take_snapshot(sync=False)
+        return self.segments[-1]
+
+    def _schedule_delete(self, segments: list[LogSegment]) -> None:
+        """Kafka's async delete: rename to `.deleted` now, close and unlink after file.delete.delay.ms
+        so in-flight reads of the fds (sendfile) finish."""
+        deadline = self._now_ms() + self.config.file_delete_delay_ms
+        for seg in segments:
+            if self.config.file_delete_delay_ms <= 0:
+                seg.delete()
+            else:
+                seg.rename_to_deleted()
+                self._pending_deletes.append((deadline, seg))
+
+    def delete_pending_segments(self, now_ms: int | None = None, *, force: bool = False) -> int:
+        now = self._now_ms() if now_ms is None else now_ms
+        due = [s for d, s in self._pending_deletes if force or d <= now]
+        self._pending_deletes = [(d, s) for d, s in self._pending_deletes if not (force or d <= now)]
+        for seg in due:
+            seg.delete()
+        return len(due)
+
+    def _remove_segments_from(self, index: int) -> list[LogSegment]:
+        removed = self.segments[index:]
+        del self.segments[index:]
+        del self._bases[index:]
+        return removed
+
+    # --- reads ------------------------------------------------------------------------------------
+
+    def read(
+        self,
+        start_offset: int,
+        max_bytes: int,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FetchDataInfo:
+        """Whole batches from the one containing `start_offset`, stopping before the batch that
+        holds `max_offset` (exclusive bound such as the high watermark, which sits on a batch
+        boundary; default the log end), within `max_bytes` unless `min_one_message` lets a larger
+        first batch through (KIP-74). Reads one segment, as Kafka does.
+        OffsetOutOfRangeError outside [log_start_offset, log_end_offset]."""
+        if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is out of range for {self.topic_partition}: "
+                f"[{self.log_start_offset}, {self.log_end_offset}]"
+            )
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if start_offset >= limit:
+            return FetchDataInfo(start_offset)
+        i = max(bisect_right(self._bases, start_offset) - 1, 0)
+        n = len(self.segments)
+        while i < n:
+            seg = self.segments[i]
+            if i + 1 < n and self._bases[i + 1] <= limit:
+                max_pos = seg.size
+            else:
+                m = seg.translate_offset(limit)
+                max_pos = seg.size if m is None else m.position
+            info = seg.read(start_offset, max_bytes, max_pos, min_one_message)
+            if info is not None:
+                return info
+            i += 1
+        return FetchDataInfo(start_offset)
+
+    # --- timestamps -------------------------------------------------------------------------------
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or after `target_timestamp` (ListOffsets),
+        from log_start_offset; None when none is. Bounding by the high watermark is the caller's."""
+        for seg in self.segments:
+            if seg.largest_timestamp >= target_timestamp:
+                found = seg.find_offset_by_timestamp(target_timestamp, self.log_start_offset)
+                if found is not None:
+                    return found
+        return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        """ListOffsets MAX_TIMESTAMP (-3): (offset, timestamp) of the first record carrying the
+        largest timestamp in the log, or None for an empty log."""
+        best = max(self.segments, key=lambda s: s.max_timestamp_so_far)
+        ts = best.max_timestamp_so_far
+        if ts < 0:
+            return None
+        start = best.offset_index.lookup(best.offset_of_max_timestamp_so_far).position
+        for pos, h in best.iter_batches(start):
+            if h.max_timestamp == ts:
+                for rec in decode_records(best.read_batch(pos, h), 0, h):
+                    if rec.timestamp == ts:
+                        return rec.offset, ts
+        return None
+
+    # --- log start / retention --------------------------------------------------------------------
+
+    def maybe_increment_log_start_offset(self, new_offset: int) -> bool:
+        """DeleteRecords: move the log start forward (never past the high watermark: Kafka's
+        OFFSET_OUT_OF_RANGE). Whole segments below it go at the next delete_old_segments."""
+        if new_offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot increment the log start offset to {new_offset} of partition {self.topic_partition} "
+                f"since it is larger than the high watermark {self.high_watermark}"
+            )
+        if new_offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_offset
+        if self.recovery_point < new_offset:
+            self.recovery_point = new_offset
+        return True
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Kafka's retention pass: segments wholly below the log start offset, then (cleanup.policy
+        delete) by retention.bytes and retention.ms (by each segment's largest timestamp). Only
+        segments wholly below the high watermark go; an empty active segment never goes; when
+        every segment must go a new one is rolled first. Returns the number deleted."""
+        now = self._now_ms() if now_ms is None else now_ms
+        self.delete_pending_segments(now)
+        deleted = self._delete_matching(lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset)
+        cfg = self.config
+        if cfg.delete_enabled:
+            if cfg.retention_bytes >= 0 and self.size_in_bytes >= cfg.retention_bytes:
+                diff = self.size_in_bytes - cfg.retention_bytes
+
+                def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
+                    nonlocal diff
+                    if diff - seg.size >= 0:
+                        diff -= seg.size
+                        return True
+                    return False
+
+                deleted += self._delete_matching(over_size)
+            if cfg.retention_ms >= 0:
+                deleted += self._delete_matching(lambda seg, nxt: now - seg.largest_timestamp > cfg.retention_ms)
+        return deleted
+
+    def _delete_matching(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        deletable: list[LogSegment] = []
+        n = len(self.segments)
+        for i, seg in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < n else None
+            upper = nxt.base_offset if nxt is not None else self.log_end_offset
+            if nxt is None and seg.size == 0:
+                break
+            if not (self.high_watermark >= upper and predicate(seg, nxt)):
+                break
+            deletable.append(seg)
+        if not deletable:
+            return 0
+        count = len(deletable)
+        if count == len(self.segments):
+            new = self.roll()
+            if deletable[-1] is new:
+                deletable.pop()
+        if deletable:
+            k = len(deletable)
+            new_start = self.segments[k].base_offset
+            if new_start > self.log_start_offset:
+                self.log_start_offset = new_start
+                self.recovery_point = max(self.recovery_point, new_start)
+            removed = self.segments[:k]
+            del self.segments[:k]
+            del self._bases[:k]
+            self._schedule_delete(removed)
+            self.producer_state.delete_snapshots_below(self._bases[0])
+        return count
+
+    def remove_expired_producers(self, now_ms: int | None = None,
+                                 expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> int:
+        now = self._now_ms() if now_ms is None else now_ms
+        return self.producer_state.remove_expired_producers(now, expiration_ms)
+
+    # --- truncation -------------------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove everything from `offset` on (the whole batch containing it). False if nothing to do."""
+        if offset < 0:
+            raise ValueError(f"cannot truncate to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return False
+        if self._bases[0] > offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        i = bisect_right(self._bases, offset)  # segments with base > offset go entirely
+        removed = self._remove_segments_from(i)
+        self._schedule_delete(removed)
+        active = self.segments[-1]
+        active.truncate_to(offset)
+        self.log_end_offset = active.read_next_offset()
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._rebuild_producer_state()
+        if self.high_watermark >= self.log_end_offset:
+            self.high_watermark = self.log_end_offset
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every segment and restart the log empty at `offset` (all offsets become `offset`)."""
+        removed = self._remove_segments_from(0)
+        self._schedule_delete(removed)
+        self.producer_state.delete_all_snapshots()
+        self.producer_state.clear()
+        seg = self._new_segment(offset)
+        if seg.size:
+            seg.close_handlers()
+            raise KafkaStorageError(f"segment file for offset {offset} already exists in {self.dir}")
+        self.segments.append(seg)
+        self._bases.append(offset)
+        self._dir_dirty = True
+        self.log_end_offset = offset
+        self.log_start_offset = offset
+        self.recovery_point = offset
+        self.high_watermark = offset
+        self.producer_state.update_map_end_offset(offset)
+        self.producer_state.take_snapshot(sync=False)
+
+    # --- durability / lifecycle -------------------------------------------------------------------
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync the segments holding offsets in [recovery_point, offset) (default: everything)
+        and advance the recovery point to `offset`."""
+        target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
+        if target > self.recovery_point or offset is None:
+            i = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
+            for seg in self.segments[i:]:
+                if seg.base_offset >= target and seg is not self.segments[-1]:
+                    break
+                seg.flush()
+            if self._dir_dirty:
+                fsync_dir(self.dir)
+                self._dir_dirty = False
+            if target > self.recovery_point:
+                self.recovery_point = target
+        self.last_flush_ms = self._now_ms()
+
+    def close(self) -> None:
+        """Snapshot producer state at the log end and close every file (indexes get their final
+        time-index entry). Does not fsync the log: call flush() first for a clean shutdown."""
+        if self.closed:
+            return
+        self.producer_state.update_map_end_offset(self.log_end_offset)
+        self.producer_state.take_snapshot(sync=True)
+        for seg in self.segments:
+            seg.close()
+        self.delete_pending_segments(force=True)
+        self.closed = True
+
+    def rename_dir(self, new_name: str) -> None:
+        """Move the partition directory (topic deletion); open fds keep working."""
+        new_dir = self.dir.with_name(new_name)
+        os.replace(self.dir, new_dir)
+        self.dir = new_dir
+        self.producer_state.dir = new_dir
+        for seg in self.segments:
+            seg.move_to_dir(new_dir)
+        for _d, seg in self._pending_deletes:
+            seg.move_to_dir(new_dir)
+
+    def delete(self) -> None:
+        """Close and remove the whole directory."""
+        for seg in self.segments:
+            seg.close_handlers()
+        for _d, seg in self._pending_deletes:
+            seg.close_handlers()
+        self._pending_deletes.clear()
+        self.segments.clear()
+        self._bases.clear()
+        self.closed = True
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.dir.name}, start={self.log_start_offset}, end={self.log_end_offset}, "
+            f"hw={self.high_watermark}, segments={len(self.segments)})"
+        )
+

@@ -1,0 +1,245 @@
+"""LogManager: every partition log of the broker across its log dirs (Kafka's LogManager).
+
+Loads `topic-partition` directories at startup with the per-dir checkpoint files
+(`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`, `replication-offset-checkpoint`)
+and the clean shutdown marker `.kafka_cleanshutdown`; creates and deletes logs; runs retention and
+interval flushes when the caller's scheduler asks; writes checkpoints and the marker on shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import uuid
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from kbroker.log.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointError,
+    OffsetCheckpointFile,
+    fsync_dir,
+    write_atomically,
+)
+from kbroker.log.config import LogConfig
+from kbroker.log.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log, wall_clock_ms
+from kbroker.log.topic_partition import TopicPartition
+
+__all__ = ["LogManager", "CLEAN_SHUTDOWN_FILE", "DELETE_DIR_SUFFIX"]
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX = "-delete"
+_FUTURE_DIR_SUFFIX = "-future"
+_STRAY_DIR_SUFFIX = "-stray"
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        default_config: LogConfig,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        *,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self._now_ms = now_ms
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._logs_to_delete: list[tuple[int, Log]] = []
+        self.had_clean_shutdown: dict[Path, bool] = {}
+
+    # --- startup ----------------------------------------------------------------------------------
+
+    def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(path).read()
+        except CheckpointError as e:
+            log.warning("ignoring corrupt checkpoint: %s", e)
+            return {}
+
+    def startup(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+        """Load every partition directory. `topic_configs` gives per-topic configs known at boot
+        (others get the default; `Log.update_config` can change them later)."""
+        topic_configs = topic_configs or {}
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            marker = d / CLEAN_SHUTDOWN_FILE
+            clean = marker.exists()
+            self.had_clean_shutdown[d] = clean
+            recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
+            start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
+            high_watermarks = self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
+            for child in sorted(d.iterdir()):
+                if not child.is_dir():
+                    continue
+                name = child.name
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    shutil.rmtree(child, ignore_errors=True)  # a deletion interrupted by a restart
+                    continue
+                if name.endswith((_FUTURE_DIR_SUFFIX, _STRAY_DIR_SUFFIX)):
+                    continue
+                try:
+                    tp = TopicPartition.from_dir_name(name)
+                except ValueError:
+                    continue
+                if tp in self.logs:
+                    raise RuntimeError(f"duplicate log directories for {tp}: {self._dir_of[tp]} and {d}")
+                self.logs[tp] = Log.open(
+                    child,
+                    topic_configs.get(tp.topic, self.default_config),
+                    recovery_point=recovery_points.get(tp, 0),
+                    log_start_offset=start_offsets.get(tp, 0),
+                    high_watermark=high_watermarks.get(tp, 0),
+                    had_clean_shutdown=clean,
+                    now_ms=self._now_ms,
+                )
+                self._dir_of[tp] = d
+            if clean:
+                # The marker only vouches for the shutdown that wrote it.
+                marker.unlink()
+                fsync_dir(d)
+
+    # --- logs -------------------------------------------------------------------------------------
+
+    def get_log(self, tp: TopicPartition) -> Log | None:
+        return self.logs.get(tp)
+
+    def all_logs(self) -> list[Log]:
+        return list(self.logs.values())
+
+    def _next_log_dir(self) -> Path:
+        """Kafka's choice: the log dir holding the fewest partitions."""
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] = counts.get(d, 0) + 1
+        return min(self.log_dirs, key=lambda d: counts[d])
+
+    def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
+        existing = self.logs.get(tp)
+        if existing is not None:
+            return existing
+        if "/" in tp.topic or tp.topic in ("", ".", "..") or tp.partition < 0:
+            raise ValueError(f"invalid topic partition {tp!r}")
+        d = self._next_log_dir()
+        d.mkdir(parents=True, exist_ok=True)
+        new = Log.open(d / tp.dir_name, config or self.default_config, now_ms=self._now_ms)
+        fsync_dir(d)
+        self.logs[tp] = new
+        self._dir_of[tp] = d
+        return new
+
+    def delete_log(self, tp: TopicPartition) -> Log | None:
+        """Kafka's async delete: rename the dir to `{topic}-{partition}.{uuid}-delete` now, remove it
+        after file.delete.delay.ms (at a later cleanup_logs), so in-flight reads finish."""
+        removed = self.logs.pop(tp, None)
+        if removed is None:
+            return None
+        d = self._dir_of.pop(tp)
+        removed.rename_dir(f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        fsync_dir(d)
+        delay = removed.config.file_delete_delay_ms
+        if delay <= 0:
+            removed.delete()
+        else:
+            self._logs_to_delete.append((self._now_ms() + delay, removed))
+        self._checkpoint_dir(d)
+        return removed
+
+    def _delete_due_logs(self, now: int, force: bool = False) -> None:
+        due = [lg for t, lg in self._logs_to_delete if force or t <= now]
+        self._logs_to_delete = [(t, lg) for t, lg in self._logs_to_delete if not (force or t <= now)]
+        for lg in due:
+            lg.delete()
+
+    # --- checkpoints ------------------------------------------------------------------------------
+
+    def _logs_in(self, d: Path) -> dict[TopicPartition, Log]:
+        return {tp: lg for tp, lg in self.logs.items() if self._dir_of[tp] == d}
+
+    def _write_checkpoint(self, d: Path, name: str, offsets: dict[TopicPartition, int]) -> None:
+        OffsetCheckpointFile(d / name).write(offsets)
+
+    def checkpoint_recovery_points(self) -> None:
+        for d in self.log_dirs:
+            self._write_checkpoint(
+                d, RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in self._logs_in(d).items()}
+            )
+
+    def checkpoint_log_start_offsets(self) -> None:
+        # As Kafka: only logs whose start moved past their first segment need the checkpoint.
+        for d in self.log_dirs:
+            self._write_checkpoint(
+                d,
+                LOG_START_OFFSET_CHECKPOINT,
+                {
+                    tp: lg.log_start_offset
+                    for tp, lg in self._logs_in(d).items()
+                    if lg.log_start_offset > lg.segments[0].base_offset
+                },
+            )
+
+    def checkpoint_high_watermarks(self) -> None:
+        for d in self.log_dirs:
+            self._write_checkpoint(
+                d, REPLICATION_OFFSET_CHECKPOINT, {tp: lg.high_watermark for tp, lg in self._logs_in(d).items()}
+            )
+
+    def _checkpoint_dir(self, d: Path) -> None:
+        logs = self._logs_in(d)
+        self._write_checkpoint(d, RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs.items()})
+        self._write_checkpoint(
+            d,
+            LOG_START_OFFSET_CHECKPOINT,
+            {tp: lg.log_start_offset for tp, lg in logs.items() if lg.log_start_offset > lg.segments[0].base_offset},
+        )
+        self._write_checkpoint(d, REPLICATION_OFFSET_CHECKPOINT, {tp: lg.high_watermark for tp, lg in logs.items()})
+
+    # --- periodic work ----------------------------------------------------------------------------
+
+    def cleanup_logs(self, now_ms: int | None = None) -> int:
+        """Retention for every log (Kafka's log.retention.check.interval.ms task), producer id
+        expiry, and removal of deleted logs whose delay passed. Returns segments deleted."""
+        now = self._now_ms() if now_ms is None else now_ms
+        deleted = 0
+        for lg in list(self.logs.values()):
+            deleted += lg.delete_old_segments(now)
+            lg.remove_expired_producers(now, self.producer_id_expiration_ms)
+        self._delete_due_logs(now)
+        return deleted
+
+    def flush_dirty_logs(self, now_ms: int | None = None) -> int:
+        """fsync logs whose flush.ms elapsed, and segments rolled since the last flush (Kafka
+        flushes a rolled segment in the background). Returns the number of logs flushed."""
+        now = self._now_ms() if now_ms is None else now_ms
+        flushed = 0
+        for lg in list(self.logs.values()):
+            if now - lg.last_flush_ms >= lg.config.flush_interval_ms:
+                lg.flush()
+                flushed += 1
+            elif lg.recovery_point < lg.active_segment.base_offset:
+                lg.flush(lg.active_segment.base_offset)
+                flushed += 1
+        return flushed
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write all checkpoints, then the clean shutdown marker."""
+        for lg in self.logs.values():
+            lg.flush()
+            lg.close()
+        self._delete_due_logs(0, force=True)
+        for d in self.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+            self._checkpoint_dir(d)
+            write_atomically(d / CLEAN_SHUTDOWN_FILE, b'{"version":0,"BrokerEpoch":-1}')
+        self.logs.clear()
+        self._dir_of.clear()
+

@@ -1,0 +1,367 @@
+"""ProducerStateManager: per-partition idempotent/transactional producer state (Kafka's
+ProducerStateManager, ProducerAppendInfo and ProducerStateEntry) and its `.snapshot` files.
+
+Per producer id: epoch, the metadata of the last 5 batches (for duplicate detection), the last
+timestamp, coordinator epoch and the first offset of an ongoing transaction. Appends first build
+a `ProducerAppendInfo` per producer (validation against a copy), and the manager commits them
+only after the batches are written, so a failed append leaves the state untouched.
+
+Snapshot files `{offset:020d}.snapshot` use Kafka's format (version 1): version i16, crc u32
+(CRC-32C of everything after it), then an i32-counted array of entries
+(producer_id i64, epoch i16, last_sequence i32, last_offset i64, offset_delta i32, timestamp i64,
+coordinator_epoch i32, current_txn_first_offset i64). As in Kafka only the last batch of each
+producer survives a snapshot.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from crc32c import crc32c
+
+from kbroker.errors import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
+from kbroker.log._files import write_all
+from kbroker.wire.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
+
+__all__ = [
+    "BatchMetadata",
+    "ProducerStateEntry",
+    "ProducerAppendInfo",
+    "ProducerStateManager",
+    "SNAPSHOT_SUFFIX",
+    "snapshot_file_name",
+    "NUM_BATCHES_TO_RETAIN",
+]
+
+SNAPSHOT_SUFFIX = ".snapshot"
+NUM_BATCHES_TO_RETAIN = 5
+_SNAPSHOT_VERSION = 1
+_SNAP_HEADER = struct.Struct(">hI")
+_SNAP_COUNT = struct.Struct(">i")
+_SNAP_ENTRY = struct.Struct(">qhiqiqiq")
+_INT32_MAX = 2**31 - 1
+
+
+def snapshot_file_name(offset: int) -> str:
+    return f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+@dataclass(slots=True, frozen=True)
+class BatchMetadata:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerStateEntry:
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+    last_timestamp: int = -1
+    current_txn_first_offset: int = -1  # -1: no ongoing transaction
+
+    @property
+    def first_seq(self) -> int:
+        return self.batches[0].first_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def copy(self) -> ProducerStateEntry:
+        return ProducerStateEntry(
+            self.producer_id,
+            self.producer_epoch,
+            deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN),
+            self.coordinator_epoch,
+            self.last_timestamp,
+            self.current_txn_first_offset,
+        )
+
+    def find_duplicate_batch(self, header: BatchHeader) -> BatchMetadata | None:
+        if header.producer_epoch != self.producer_epoch:
+            return None
+        first, last = header.base_sequence, header.last_sequence
+        for b in self.batches:
+            if b.first_seq == first and b.last_seq == last:
+                return b
+        return None
+
+    def _maybe_update_epoch(self, epoch: int) -> None:
+        if epoch != self.producer_epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == _INT32_MAX)
+
+
+class ProducerAppendInfo:
+    """Pending changes for one producer during one append (Kafka's ProducerAppendInfo).
+
+    `validate` is the client-origin path: epoch and sequence checks raise Kafka's errors.
+    Replication and log replay apply batches as they are.
+    """
+
+    def __init__(self, producer_id: int, current: ProducerStateEntry | None, *, validate: bool) -> None:
+        self.producer_id = producer_id
+        self.validate = validate
+        self._current_epoch = current.producer_epoch if current else NO_PRODUCER_EPOCH
+        self.entry = current.copy() if current else ProducerStateEntry(producer_id)
+
+    def append_data_batch(
+        self,
+        epoch: int,
+        first_seq: int,
+        last_seq: int,
+        last_timestamp: int,
+        first_offset: int,
+        last_offset: int,
+        is_transactional: bool,
+    ) -> None:
+        entry = self.entry
+        if self.validate:
+            if epoch < entry.producer_epoch:
+                raise InvalidProducerEpochError(
+                    f"epoch of producer {self.producer_id} at offset {first_offset} is {epoch}, "
+                    f"which is smaller than the last seen epoch {entry.producer_epoch}"
+                )
+            if epoch != entry.producer_epoch:
+                if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
+                    raise OutOfOrderSequenceError(
+                        f"invalid sequence number for new epoch of producer {self.producer_id} at offset "
+                        f"{first_offset}: {epoch} (request epoch), {first_seq} (seq. number), "
+                        f"{entry.producer_epoch} (current producer epoch)"
+                    )
+            elif not (self._current_epoch == NO_PRODUCER_EPOCH or _in_sequence(entry.last_seq, first_seq)):
+                # An unknown producer (e.g. its batches were deleted, KIP-360) may start anywhere.
+                raise OutOfOrderSequenceError(
+                    f"out of order sequence number for producer {self.producer_id} at offset {first_offset}: "
+                    f"{first_seq} (incoming seq. number), {entry.last_seq} (current end sequence number)"
+                )
+            if entry.current_txn_first_offset >= 0 and not is_transactional:
+                raise InvalidTxnStateError(
+                    f"expected transactional write from producer {self.producer_id} at offset {first_offset}"
+                )
+        entry._maybe_update_epoch(epoch)
+        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, last_timestamp))
+        entry.last_timestamp = last_timestamp
+        if is_transactional and entry.current_txn_first_offset < 0:
+            entry.current_txn_first_offset = first_offset
+
+    def append_end_txn_marker(self, epoch: int, timestamp: int, coordinator_epoch: int = -1) -> None:
+        """A control batch (commit/abort marker) ends the ongoing transaction."""
+        entry = self.entry
+        if self.validate and epoch < entry.producer_epoch:
+            raise InvalidProducerEpochError(
+                f"epoch of producer {self.producer_id} is {epoch}, smaller than the last seen {entry.producer_epoch}"
+            )
+        entry._maybe_update_epoch(epoch)
+        if coordinator_epoch >= 0:
+            entry.coordinator_epoch = coordinator_epoch
+        entry.current_txn_first_offset = -1
+        entry.last_timestamp = timestamp
+
+    def append_batch(self, header: BatchHeader, first_offset: int | None = None) -> None:
+        """Apply one batch header; `first_offset` overrides header.base_offset (leader appends
+        decide offsets before patching the buffer)."""
+        base = header.base_offset if first_offset is None else first_offset
+        if header.is_control:
+            self.append_end_txn_marker(header.producer_epoch, header.max_timestamp)
+        else:
+            self.append_data_batch(
+                header.producer_epoch,
+                header.base_sequence,
+                header.last_sequence,
+                header.max_timestamp,
+                base,
+                base + header.last_offset_delta,
+                header.is_transactional,
+            )
+
+
+class ProducerStateManager:
+    def __init__(self, dir: Path) -> None:
+        self.dir = Path(dir)
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0  # state covers the log up to (excluding) this offset
+        self._snapshots: list[int] = sorted(self._list_snapshot_offsets())
+
+    # --- state ------------------------------------------------------------------------------------
+
+    def last_entry(self, producer_id: int) -> ProducerStateEntry | None:
+        return self.producers.get(producer_id)
+
+    def is_empty(self) -> bool:
+        return not self.producers
+
+    def prepare_update(self, producer_id: int, *, validate: bool) -> ProducerAppendInfo:
+        return ProducerAppendInfo(producer_id, self.producers.get(producer_id), validate=validate)
+
+    def update(self, info: ProducerAppendInfo) -> None:
+        self.producers[info.producer_id] = info.entry
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self.map_end_offset = offset
+
+    def replay(self, headers, *, end_offset: int | None = None) -> None:
+        """Apply batch headers read back from the log (no validation)."""
+        for h in headers:
+            if end_offset is not None and h.base_offset >= end_offset:
+                break
+            if h.producer_id >= 0:
+                info = self.prepare_update(h.producer_id, validate=False)
+                info.append_batch(h)
+                self.update(info)
+            self.map_end_offset = h.base_offset + h.last_offset_delta + 1
+
+    def first_unstable_offset(self) -> int | None:
+        offsets = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
+        return min(offsets) if offsets else None
+
+    def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Kafka's producer.id.expiration.ms: forget idle producers without an ongoing transaction."""
+        expired = [
+            pid
+            for pid, e in self.producers.items()
+            if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= expiration_ms
+        ]
+        for pid in expired:
+            del self.producers[pid]
+        return len(expired)
+
+    def clear(self) -> None:
+        self.producers.clear()
+
+    # --- snapshots --------------------------------------------------------------------------------
+
+    def _list_snapshot_offsets(self) -> list[int]:
+        out = []
+        if not self.dir.exists():
+            return out
+        for p in self.dir.iterdir():
+            name = p.name
+            if name.endswith(SNAPSHOT_SUFFIX) and name[: -len(SNAPSHOT_SUFFIX)].isdigit():
+                out.append(int(name[: -len(SNAPSHOT_SUFFIX)]))
+        return out
+
+    def snapshot_path(self, offset: int) -> Path:
+        return self.dir / snapshot_file_name(offset)
+
+    @property
+    def snapshot_offsets(self) -> list[int]:
+        return list(self._snapshots)
+
+    def latest_snapshot_offset(self) -> int | None:
+        return self._snapshots[-1] if self._snapshots else None
+
+    def take_snapshot(self, *, sync: bool = True) -> Path | None:
+        """Write the state at map_end_offset, unless a snapshot at that offset exists already."""
+        offset = self.map_end_offset
+        if offset in self._snapshots:
+            return None
+        path = self.snapshot_path(offset)
+        body = bytearray(_SNAP_COUNT.pack(len(self.producers)))
+        for e in self.producers.values():
+            if e.batches:
+                last = e.batches[-1]
+                last_seq, last_offset = last.last_seq, last.last_offset
+                offset_delta = last.last_offset - last.first_offset
+            else:
+                last_seq, last_offset, offset_delta = NO_SEQUENCE, -1, 0
+            body += _SNAP_ENTRY.pack(
+                e.producer_id, e.producer_epoch, last_seq, last_offset, offset_delta, e.last_timestamp,
+                e.coordinator_epoch, e.current_txn_first_offset,
+            )
+        data = _SNAP_HEADER.pack(_SNAPSHOT_VERSION, crc32c(body)) + body
+        tmp = path.with_name(path.name + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            write_all(fd, data)
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+        if offset not in self._snapshots:
+            self._snapshots.append(offset)
+            self._snapshots.sort()
+        return path
+
+    @staticmethod
+    def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
+        """Parse a snapshot file; ValueError when it is corrupt."""
+        data = path.read_bytes()
+        if len(data) < _SNAP_HEADER.size + _SNAP_COUNT.size:
+            raise ValueError(f"snapshot {path} too short")
+        version, crc = _SNAP_HEADER.unpack_from(data, 0)
+        if version != _SNAPSHOT_VERSION:
+            raise ValueError(f"snapshot {path}: unknown version {version}")
+        body = memoryview(data)[_SNAP_HEADER.size :]
+        if crc32c(body) != crc:
+            raise ValueError(f"snapshot {path}: CRC mismatch")
+        (count,) = _SNAP_COUNT.unpack_from(body, 0)
+        if count < 0 or len(body) != _SNAP_COUNT.size + count * _SNAP_ENTRY.size:
+            raise ValueError(f"snapshot {path}: {count} entries do not match its size")
+        out: dict[int, ProducerStateEntry] = {}
+        for pid, epoch, last_seq, last_offset, offset_delta, ts, coord_epoch, txn_first in _SNAP_ENTRY.iter_unpack(
+            body[_SNAP_COUNT.size :]
+        ):
+            e = ProducerStateEntry(pid, epoch, coordinator_epoch=coord_epoch, last_timestamp=ts,
+                                   current_txn_first_offset=txn_first)
+            if last_offset >= 0:
+                if last_seq < 0:
+                    first_seq = NO_SEQUENCE
+                elif last_seq < offset_delta:  # the batch wrapped the sequence space
+                    first_seq = _INT32_MAX - (offset_delta - last_seq) + 1
+                else:
+                    first_seq = last_seq - offset_delta
+                e.batches.append(BatchMetadata(first_seq, last_seq, last_offset - offset_delta, last_offset, ts))
+            out[pid] = e
+        return out
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int) -> None:
+        """Drop snapshots outside [log_start_offset, log_end_offset], then load the newest valid one
+        (deleting corrupt ones). Afterwards map_end_offset says where replay must start."""
+        for off in list(self._snapshots):
+            if off > log_end_offset or off < log_start_offset:
+                self.delete_snapshot(off)
+        self.producers.clear()
+        self.map_end_offset = log_start_offset
+        while self._snapshots:
+            off = self._snapshots[-1]
+            try:
+                self.producers = self.read_snapshot(self.snapshot_path(off))
+            except (OSError, ValueError, struct.error):
+                self.delete_snapshot(off)
+                continue
+            self.map_end_offset = off
+            break
+
+    def delete_snapshot(self, offset: int) -> None:
+        self.snapshot_path(offset).unlink(missing_ok=True)
+        if offset in self._snapshots:
+            self._snapshots.remove(offset)
+
+    def delete_snapshots_below(self, offset: int) -> None:
+        for off in [o for o in self._snapshots if o < offset]:
+            self.delete_snapshot(off)
+
+    def delete_all_snapshots(self) -> None:
+        for off in list(self._snapshots):
+            self.delete_snapshot(off)
+        for p in self.dir.glob(f"*{SNAPSHOT_SUFFIX}.tmp"):
+            p.unlink(missing_ok=True)
