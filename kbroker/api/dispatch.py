@@ -9,6 +9,7 @@ top-level error field, anything unexpected UNKNOWN_SERVER_ERROR, and the broker 
 from __future__ import annotations
 
 import logging
+import struct
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
@@ -18,6 +19,7 @@ from kbroker.api import (
     delete_records,
     describe_cluster,
     fetch,
+    find_coordinator,
     init_producer_id,
     list_offsets,
     metadata,
@@ -26,6 +28,7 @@ from kbroker.api import (
 )
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, error_code_of
+from kbroker.wire import legacy as legacy_codec
 from kbroker.wire.protocol import (
     API_VERSIONS_KEY,
     ProtocolError,
@@ -50,10 +53,11 @@ class ApiSpec:
 
 
 DISPATCH: dict[int, ApiSpec] = {
-    0: ApiSpec("Produce", 3, 11, produce.handle),
+    0: ApiSpec("Produce", 0, 11, produce.handle),
     1: ApiSpec("Fetch", 4, 17, fetch.handle),
     2: ApiSpec("ListOffsets", 1, 9, list_offsets.handle),
     3: ApiSpec("Metadata", 0, 12, metadata.handle),
+    10: ApiSpec("FindCoordinator", 0, 6, find_coordinator.handle),
     18: ApiSpec("ApiVersions", 0, 4, api_versions.handle),
     19: ApiSpec("CreateTopics", 2, 7, topics.create_topics),
     20: ApiSpec("DeleteTopics", 1, 6, topics.delete_topics),
@@ -80,7 +84,11 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | N
         if header.api_key == API_VERSIONS_KEY:
             return api_versions.unsupported_version_response(header.correlation_id, spec.min_version, spec.max_version)
         raise ProtocolError(f"{spec.name} v{header.api_version} is not supported")
-    request = decode_request(header, frame, body_offset)
+    legacy = header.api_key == 0 and header.api_version < 3
+    if legacy:
+        request = legacy_codec.decode_produce_v0_2(frame, body_offset)
+    else:
+        request = decode_request(header, frame, body_offset)
     ctx = RequestContext(header, broker, client_host)
     try:
         data = await spec.handler(ctx, request)
@@ -91,6 +99,9 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | N
         data = _error_response(header, code)
     if data is None:
         return None
+    if legacy:
+        body = struct.pack(">i", header.correlation_id) + legacy_codec.encode_produce_response_v0_2(header.api_version, data)
+        return struct.pack(">i", len(body)) + body
     return encode_response(header, build_response(header, data))
 
 

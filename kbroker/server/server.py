@@ -72,6 +72,8 @@ class KafkaServer:
             logger.info("closing connection from %s: %s", peer, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
+        except Exception:  # a bug must cost one connection, never the broker
+            logger.exception("closing connection from %s after an internal error", peer)
         finally:
             self._connections.discard(conn)
             with trio.CancelScope(shield=True):

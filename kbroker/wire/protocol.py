@@ -208,6 +208,8 @@ def _implicit_default(ftype: Any) -> Any:
 
 
 def _convert(plan: _FieldPlan, value: Any) -> Any:
+    if value is None:
+        return None
     if plan.kind == "entities":
         return tuple(build(plan.inner, v) if isinstance(v, Mapping) else v for v in value)
     if plan.kind == "entity":

@@ -1,0 +1,158 @@
+"""The trio server in-process on port 0, driven with raw Kafka frames over real TCP."""
+
+import struct
+
+import pytest
+import trio
+
+from kbroker.config import BrokerConfig
+from kbroker.server.server import KafkaServer
+from kbroker.wire.framing import frame
+from kbroker.wire.protocol import build, request_class
+
+
+def _request(api_key, version, body=None, correlation_id=1, flexible=None):
+    cls = request_class(api_key, version)
+    flexible = cls.__flexible__ if flexible is None else flexible
+    import io
+    from kio.serial import entity_writer
+
+    out = io.BytesIO()
+    out.write(struct.pack(">hhih", api_key, version, correlation_id, 4) + b"test")
+    if flexible:
+        out.write(b"\0")
+    entity_writer(cls)(out, build(cls, body or {}))
+    return frame(out.getvalue())
+
+
+async def _read_frame(stream):
+    buf = b""
+    while len(buf) < 4:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            return None
+        buf += chunk
+    (size,) = struct.unpack(">i", buf[:4])
+    while len(buf) < size + 4:
+        chunk = await stream.receive_some(65536)
+        if not chunk:
+            return None
+        buf += chunk
+    return buf[4:]
+
+
+async def _closed(stream):
+    with trio.fail_after(5):
+        try:
+            return await stream.receive_some(10) == b""
+        except trio.BrokenResourceError:
+            return True
+
+
+def trio_test(fn):
+    """Run an async test under trio with a hard deadline."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        async def bounded():
+            with trio.fail_after(30):
+                await fn(*args, **kwargs)
+
+        trio.run(bounded)
+
+    return wrapper
+
+
+@pytest.fixture
+def config(tmp_path):
+    return BrokerConfig.from_dict({"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"),
+                                   "socket.request.max.bytes": "1000000"})
+
+
+async def _with_server(config, body):
+    async with trio.open_nursery() as nursery:
+        server = await nursery.start(KafkaServer(config).run)
+        try:
+            await body(server)
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+@trio_test
+async def test_api_versions_lists_the_dispatch_table(config):
+    async def body(server):
+        stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await stream.send_all(_request(18, 0))
+        response = await _read_frame(stream)
+        correlation_id, error, count = struct.unpack_from(">ihi", response)
+        from kbroker.api.dispatch import DISPATCH
+
+        assert (correlation_id, error, count) == (1, 0, len(DISPATCH))
+
+    await _with_server(config, body)
+
+
+@trio_test
+async def test_unknown_api_versions_version_gets_v0_error_answer(config):
+    async def body(server):
+        stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await stream.send_all(frame(struct.pack(">hhih", 18, 99, 5, -1) + b"\x00\x01\x02"))
+        response = await _read_frame(stream)
+        assert struct.unpack(">ihihhh", response) == (5, 35, 1, 18, 0, 4)
+
+    await _with_server(config, body)
+
+
+@pytest.mark.parametrize("payload", [
+    struct.pack(">i", 2_000_000),  # larger than socket.request.max.bytes
+    struct.pack(">i", -5),
+    frame(struct.pack(">hhih", 9999, 0, 1, -1)),  # unknown api key
+    frame(struct.pack(">hhih", 3, 99, 1, -1)),  # unsupported Metadata version
+    frame(b"\x00\x03\x00\x0c\x00\x00\x00\x01\xff\xff\x00" + b"\xfe" * 20),  # garbage body
+])
+@trio_test
+async def test_bad_input_closes_only_that_connection(config, payload):
+    async def body(server):
+        bad = await trio.open_tcp_stream("127.0.0.1", server.port)
+        good = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await bad.send_all(payload)
+        assert await _closed(bad)
+        await good.send_all(_request(3, 1, {"topics": []}))
+        assert await _read_frame(good) is not None
+
+    await _with_server(config, body)
+
+
+@trio_test
+async def test_produce_then_fetch_round_trip_and_long_poll_wakes(config):
+    from kbroker.wire.records import Record, build_batch, decode_records, parse_batch_header
+
+    async def body(server):
+        consumer = await trio.open_tcp_stream("127.0.0.1", server.port)
+        producer = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await producer.send_all(_request(19, 5, {"topics": [{"name": "t", "num_partitions": 1,
+                                                             "replication_factor": 1}], "timeout": 1000}))
+        assert await _read_frame(producer) is not None
+
+        fetch = _request(1, 11, {"max_wait": 5000, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                                 "topics": [{"topic": "t", "partitions": [{"partition": 0, "fetch_offset": 0,
+                                                                            "partition_max_bytes": 1 << 20}]}]})
+        await consumer.send_all(fetch)
+        start = trio.current_time()
+        batch = build_batch([Record(0, 1000, b"k", b"v", [("h", b"1")])])
+        produce = _request(0, 7, {"acks": 1, "timeout": 1000, "topic_data": [
+            {"name": "t", "partition_data": [{"index": 0, "records": batch}]}]})
+        await producer.send_all(produce)
+        await _read_frame(producer)
+        response = await _read_frame(consumer)
+        assert trio.current_time() - start < 4  # woken by the append, not by max_wait
+        from kio.schema.fetch.v11.response import FetchResponse
+        from kio.serial import entity_reader
+
+        parsed, _ = entity_reader(FetchResponse)(memoryview(response), 4)
+        records = parsed.responses[0].partitions[0].records
+        header = parse_batch_header(records, 0)
+        assert [(r.offset, r.key, r.value) for r in decode_records(records, 0, header)] == [(0, b"k", b"v")]
+
+    await _with_server(config, body)
