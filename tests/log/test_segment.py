@@ -3,7 +3,6 @@ timestamp lookup and roll conditions."""
 
 import os
 
-import pytest
 from log_test_helpers import batches_of, make_batch
 
 from kbroker.log.segment import LogSegment
