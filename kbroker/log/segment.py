@@ -238,7 +238,10 @@ class LogSegment:
         return next_offset, end
 
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
-        return pread_exact(self.fd, header.batch_length + LOG_OVERHEAD, position)
+        try:
+            return pread_exact(self.fd, header.batch_length + LOG_OVERHEAD, position)
+        except EOFError as e:
+            raise CorruptRecordError(f"{self.log_path}: {e}") from None
 
     # --- append / read ----------------------------------------------------------------------------
 

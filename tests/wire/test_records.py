@@ -353,3 +353,18 @@ def test_decode_rejects_out_of_bounds_batch():
     h = parse_batch_header(data)
     with pytest.raises(CorruptRecordError):
         decode_records(data[:-1], 0, h)
+
+
+@PROFILE
+@given(prefix=st.binary(max_size=120), data=st.data())
+def test_validate_arbitrary_bytes_never_crashes(prefix, data):
+    """Random bytes, or a valid batch with random header bytes, only ever raise Kafka's errors."""
+    valid = bytearray(build_batch(recs(2)))
+    for _ in range(data.draw(st.integers(0, 4))):
+        valid[data.draw(st.integers(0, BATCH_HEADER_SIZE - 1))] = data.draw(st.integers(0, 255))
+    for buf in (prefix, bytes(valid), prefix + bytes(valid)):
+        try:
+            out = validate_batches(buf)
+        except (CorruptRecordError, InvalidRecordError):
+            continue
+        assert sum(h.size_in_bytes for _, h in out) == len(buf)
