@@ -65,6 +65,10 @@ def api_versions_v3(kbroker, kt) -> tuple[int, list[tuple[int, int, int]]]:
     return err, ranges
 
 
+# Versions kio does not generate, served by kbroker's own codecs (kbroker/wire/legacy.py).
+HAND_WRITTEN = {(0, 0), (0, 1), (0, 2)}
+
+
 def test_advertised_ranges_are_implemented_by_kio(kbroker, kt):
     from kio.schema.index import api_key_map, schema_name_map
     from kio.static.constants import EntityType
@@ -83,10 +87,16 @@ def test_advertised_ranges_are_implemented_by_kio(kbroker, kt):
             problems.append(f"api {key}: unknown to kio")
             continue
         for v in range(lo, hi + 1):
+            if (key, v) in HAND_WRITTEN:
+                continue
             entities = schema_name_map.get(name, {}).get(v, {})
             if EntityType.request not in entities or EntityType.response not in entities:
                 problems.append(f"{name} ({key}) v{v}: kio has no request/response schema")
     assert not problems, "advertised but not implemented by kio:\n" + "\n".join(problems)
+    from kbroker.api.dispatch import DISPATCH
+
+    assert {k: (lo, hi) for k, lo, hi in ranges} == {
+        k: (spec.min_version, spec.max_version) for k, spec in DISPATCH.items()}
 
 
 def test_v3_matches_v0_and_covers_clients(kbroker, kt):

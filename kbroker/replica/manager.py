@@ -67,7 +67,9 @@ class ReplicaManager:
                 if self.node_id not in replicas:
                     continue
                 log = self.log_manager.get_or_create_log(tp, log_config)
-                self.partitions[tp] = Partition(tp, log, info.topic_id, replicas, self.node_id, self._wake)
+                partition = self.partitions[tp] = Partition(tp, log, info.topic_id, replicas, self.node_id, self._wake)
+                # a leader alone in its ISR owns its whole log: the checkpointed HW may lag after a crash
+                partition.maybe_increment_high_watermark()
             else:
                 partition.log.update_config(log_config)
 
