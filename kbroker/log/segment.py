@@ -88,6 +88,10 @@ class LogSegment:
         self._size = os.fstat(self.fd).st_size
         self.offset_index = OffsetIndex(self.dir / index_file_name(base_offset), base_offset, max_index_size)
         self.time_index = TimeIndex(self.dir / time_index_file_name(base_offset), base_offset, max_index_size)
+        # Kafka creates both index files with the segment and treats a missing one as damage.
+        self._indexes_existed = self.offset_index.path.exists() and self.time_index.path.exists()
+        for path in (self.offset_index.path, self.time_index.path):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
         self.created_ms = now_ms
         self._bytes_since_last_index_entry = 0
         self._max_ts_and_offset: TimestampOffset | None = None  # lazily read from the indexes + tail
@@ -111,7 +115,8 @@ class LogSegment:
         return self._size
 
     def indexes_exist(self) -> bool:
-        return self.offset_index.path.exists()
+        """Whether both index files were there when the segment was opened."""
+        return self._indexes_existed
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= _INT32_MAX

@@ -466,3 +466,21 @@ def test_file_records_can_be_sendfiled(tmp_path):
     os.close(out)
     assert (tmp_path / "out").read_bytes() == info.read_bytes()
     assert [h.base_offset for _, h in batches_of(info.read_bytes())] == [3, 6, 9, 12]
+
+
+def test_clean_reopen_does_not_recover_and_missing_index_forces_recovery(tmp_path, monkeypatch):
+    log = filled(tmp_path, 2)  # small: no index entries at all
+    log.flush()
+    log.close()
+    d = tmp_path / "topic-0"
+    assert (d / "00000000000000000000.index").exists() and (d / "00000000000000000000.timeindex").exists()
+    from kbroker.log.segment import LogSegment
+
+    recovered = []
+    real = LogSegment.recover
+    monkeypatch.setattr(LogSegment, "recover", lambda self: recovered.append(self.base_offset) or real(self))
+    open_log(tmp_path, had_clean_shutdown=True).close()
+    assert recovered == []
+    (d / "00000000000000000000.index").unlink()
+    log = open_log(tmp_path, had_clean_shutdown=True)
+    assert recovered == [0] and log.log_end_offset == 6
