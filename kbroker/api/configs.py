@@ -48,7 +48,7 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
             else:
                 raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
             keys = resource.configuration_keys
-            if keys is not None:
+            if keys:  # null or empty: every config, as Kafka answers
                 entries = [e for e in entries if e.name in set(keys)]
             entry["configs"] = [
                 {"name": e.name, "value": e.value, "read_only": e.read_only, "config_source": e.source,

@@ -10,6 +10,7 @@ import logging
 from kbroker.api.context import RequestContext
 from kbroker.errors import (
     ErrorCode,
+    InvalidRecordError,
     InvalidRequiredAcksError,
     InvalidTopicError,
     KafkaError,
@@ -37,6 +38,8 @@ def produce_partition(ctx: RequestContext, topic: str, index: int, records: byte
         partition = rm.get_leader_partition(TopicPartition(topic, index))
         buf = bytearray(records or b"")
         batches = validate_batches(buf)
+        if len(batches) != 1:  # Kafka's rule since Produce v3: one batch per partition
+            raise InvalidRecordError("Produce requests must carry exactly one record batch per partition")
         info = partition.append_records_to_leader(buf, batches, acks, rm.min_insync_replicas(topic))
     except KafkaError as exc:
         return _error(index, exc)
