@@ -156,3 +156,107 @@ async def test_produce_then_fetch_round_trip_and_long_poll_wakes(config):
         assert [(r.offset, r.key, r.value) for r in decode_records(records, 0, header)] == [(0, b"k", b"v")]
 
     await _with_server(config, body)
+
+
+async def _call(stream, api_key, version, body, response_cls_version=None):
+    from kio.serial import entity_reader
+
+    from kbroker.wire.protocol import response_class
+
+    await stream.send_all(_request(api_key, version, body))
+    raw = await _read_frame(stream)
+    cls = response_class(api_key, version)
+    offset = 5 if cls.__flexible__ and api_key != 18 else 4
+    return entity_reader(cls)(memoryview(raw), offset)[0]
+
+
+async def _create_topic(stream, name, partitions=1):
+    response = await _call(stream, 19, 5, {"topics": [{"name": name, "num_partitions": partitions,
+                                                       "replication_factor": 1}], "timeout": 1000})
+    assert response.topics[0].error_code in (0, 36)  # created, or already there
+
+
+def _produce_body(topic, batch, acks=-1):
+    return {"acks": acks, "timeout": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
+
+
+@trio_test
+async def test_idempotent_duplicates_get_original_offsets_and_gaps_are_refused(config):
+    from kbroker.wire.records import Record, build_batch
+
+    async def body(server):
+        s = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await _create_topic(s, "idem")
+        init = await _call(s, 22, 4, {"transactional_id": None, "transaction_timeout": 60000,
+                                      "producer_id": -1, "producer_epoch": -1})
+        pid, epoch = init.producer_id, init.producer_epoch
+        assert init.error_code == 0 and pid >= 0 and epoch == 0
+
+        def batch(seq, n=2):
+            return build_batch([Record(i, 1000 + i, None, b"m%d" % (seq + i), []) for i in range(n)],
+                               producer_id=pid, producer_epoch=epoch, base_sequence=seq)
+
+        first = await _call(s, 0, 9, _produce_body("idem", batch(0)))
+        second = await _call(s, 0, 9, _produce_body("idem", batch(2)))
+        again = await _call(s, 0, 9, _produce_body("idem", batch(0)))  # a retry of the first
+        gap = await _call(s, 0, 9, _produce_body("idem", batch(10)))
+        offsets = [r.responses[0].partition_responses[0] for r in (first, second, again, gap)]
+        assert [(p.error_code, p.base_offset) for p in offsets[:3]] == [(0, 0), (0, 2), (0, 0)]
+        assert offsets[3].error_code == 45  # OUT_OF_ORDER_SEQUENCE_NUMBER
+        end = await _call(s, 2, 7, {"replica_id": -1, "isolation_level": 0, "topics": [
+            {"name": "idem", "partitions": [{"partition_index": 0, "timestamp": -1}]}]})
+        assert end.topics[0].partitions[0].offset == 4  # the duplicate was not written again
+
+    await _with_server(config, body)
+
+
+@trio_test
+async def test_producer_state_survives_restart(config):
+    from kbroker.wire.records import Record, build_batch
+
+    batch = build_batch([Record(0, 5, None, b"x", [])], producer_id=77, producer_epoch=0, base_sequence=0)
+
+    async def produce_once(server):
+        s = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await _create_topic(s, "restart")
+        response = await _call(s, 0, 9, _produce_body("restart", batch))
+        produce_once.result = response.responses[0].partition_responses[0]
+
+    await _with_server(config, produce_once)
+    assert (produce_once.result.error_code, produce_once.result.base_offset) == (0, 0)
+    await _with_server(config, produce_once)  # same data dir: the retry is recognised
+    assert (produce_once.result.error_code, produce_once.result.base_offset) == (0, 0)
+
+
+@trio_test
+async def test_fetch_respects_min_bytes_max_wait_and_returns_whole_batches(config):
+    from kbroker.wire.records import Record, build_batch
+
+    async def body(server):
+        s = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await _create_topic(s, "fb")
+        for i in range(3):
+            batch = build_batch([Record(j, 0, None, b"v" * 100, []) for j in range(5)])
+            r = await _call(s, 0, 9, _produce_body("fb", batch, acks=1))
+            assert r.responses[0].partition_responses[0].base_offset == 5 * i
+
+        def fetch(offset, min_bytes=1, max_wait=0, partition_max=1 << 20):
+            return {"max_wait": max_wait, "min_bytes": min_bytes, "max_bytes": 1 << 20, "isolation_level": 0,
+                    "topics": [{"topic": "fb", "partitions": [{"partition": 0, "fetch_offset": offset,
+                                                               "partition_max_bytes": partition_max}]}]}
+
+        whole = (await _call(s, 1, 11, fetch(7))).responses[0].partitions[0]
+        from kbroker.wire.records import iter_batch_headers
+
+        assert [h.base_offset for _, h in iter_batch_headers(whole.records)] == [5, 10]  # from inside a batch
+        one = (await _call(s, 1, 11, fetch(0, partition_max=10))).responses[0].partitions[0]
+        assert [h.base_offset for _, h in iter_batch_headers(one.records)] == [0]  # too small: still one batch
+        start = trio.current_time()
+        waited = (await _call(s, 1, 11, fetch(15, min_bytes=1, max_wait=300))).responses[0].partitions[0]
+        assert waited.records in (b"", None) and trio.current_time() - start >= 0.29
+        out = (await _call(s, 1, 11, fetch(99))).responses[0].partitions[0]
+        assert out.error_code == 1  # OFFSET_OUT_OF_RANGE
+        assert (whole.high_watermark, whole.log_start_offset, whole.last_stable_offset) == (15, 0, 15)
+
+    await _with_server(config, body)
