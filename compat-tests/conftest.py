@@ -332,6 +332,31 @@ def fresh_kbroker(tmp_path: Path):
             _LIVE_BROKERS.remove(broker)
 
 
+@pytest.fixture(autouse=True)
+def _broker_guard(request: pytest.FixtureRequest):
+    """Keep one crash from failing every later test of the module: a broker that died is started
+    again (same data dir and port) before the next test, and the test during which it died fails."""
+    broker = request.getfixturevalue("kbroker") if "kbroker" in request.fixturenames else None
+    if isinstance(broker, Broker) and not broker.alive():
+        try:
+            broker.start()
+        except BrokerStartError as e:
+            pytest.fail(f"the module's broker died earlier and does not start again: {e}", pytrace=False)
+    yield
+    if isinstance(broker, Broker) and not broker.alive():
+        pytest.fail(f"the broker process died during this test (exit status {broker.proc.returncode}); "
+                    f"stderr tail:\n{broker.log_tail()}", pytrace=False)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # The clients log every reconnect attempt at ERROR; that buries the assertion that matters.
+    if not os.environ.get("KBROKER_COMPAT_CLIENT_LOGS"):
+        import logging
+
+        for name in ("kafka", "aiokafka"):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

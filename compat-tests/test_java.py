@@ -15,7 +15,7 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 def produce_lines(kt, msgs):
     return "".join(
         f"{m.partition}\t{m.timestamp}\t{kt.b64(m.key)}\t{kt.b64(m.value)}\t"
-        + ",".join(f"{kt.b64(k.encode())}={kt.b64(v)}" for k, v in m.headers) + "\n"
+        + ",".join(f"{kt.b64(k.encode())}:{kt.b64(v)}" for k, v in m.headers) + "\n"
         for m in msgs)
 
 
@@ -26,7 +26,7 @@ def parse_recs(kt, lines):
             continue
         _, p, off, ts, k, v, h = ln.split(" ")
         headers = () if h == "~" else tuple(
-            (kt.unb64(hk).decode(), kt.unb64(hv)) for hk, hv in (x.split("=", 1) for x in h.split(",")))
+            (kt.unb64(hk).decode(), kt.unb64(hv)) for hk, hv in (x.split(":", 1) for x in h.split(",")))
         out.append(kt.Rec(int(p), int(off), kt.unb64(k), kt.unb64(v), headers, int(ts)))
     return out
 

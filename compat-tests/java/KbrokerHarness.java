@@ -3,7 +3,7 @@
 // It makes exactly the calls Spark's Kafka connector makes: Admin describeTopics / listOffsets on
 // the driver, KafkaConsumer.assign + seek + poll on executors, an idempotent KafkaProducer for
 // writes. Input and output are plain lines (no JSON library on the classpath); binary fields are
-// base64, a null key/value is "-", headers are "b64key=b64value" pairs joined by ","; on input ""
+// base64, a null key/value is "-", headers are "b64key:b64value" pairs joined by ","; on input ""
 // means no headers, on output "~" does (output fields are space-separated).
 //
 //   produce <bootstrap> <topic> <compression> <acks>
@@ -107,7 +107,7 @@ public final class KbrokerHarness {
         StringBuilder sb = new StringBuilder();
         for (Header h : hs) {
             if (sb.length() > 0) sb.append(',');
-            sb.append(b64(h.key().getBytes(StandardCharsets.UTF_8))).append('=').append(b64(h.value()));
+            sb.append(b64(h.key().getBytes(StandardCharsets.UTF_8))).append(':').append(b64(h.value()));
         }
         return sb.length() == 0 ? "~" : sb.toString();
     }
@@ -149,7 +149,7 @@ public final class KbrokerHarness {
                 List<Header> hs = new ArrayList<>();
                 if (f.length > 4 && !f[4].isEmpty()) {
                     for (String kv : f[4].split(",")) {
-                        String[] parts = kv.split("=", 2);
+                        String[] parts = kv.split(":", 2);
                         hs.add(new RecordHeader(new String(unb64(parts[0]), StandardCharsets.UTF_8), unb64(parts[1])));
                     }
                 }
