@@ -107,3 +107,47 @@ def test_v3_matches_v0_and_covers_clients(kbroker, kt):
     by_key = {k: (lo, hi) for k, lo, hi in v0}
     missing = {k: need for k, need in NEEDED.items() if k not in by_key or by_key[k][1] < need}
     assert not missing, f"APIs the stock clients need are missing or too old (key: needed max): {missing}; have {by_key}"
+
+
+def _message_v1(key: bytes, value: bytes, ts: int) -> bytes:
+    """A legacy magic-1 message (the only formats Produce v0-v2 can carry), in a message set."""
+    import zlib
+
+    rest = struct.pack(">bbq", 1, 0, ts) + struct.pack(">i", len(key)) + key + struct.pack(">i", len(value)) + value
+    msg = struct.pack(">I", zlib.crc32(rest)) + rest
+    return struct.pack(">qi", 0, len(msg)) + msg
+
+
+def test_advertised_legacy_produce_versions_accept_legacy_messages(kbroker, kt):
+    """Kafka 3.9 takes Produce v0-v2 with magic 0/1 message sets and converts them to v2 batches.
+    A broker that advertises those versions must accept what they carry (or not advertise them)."""
+    import time
+
+    by_key = {k: (lo, hi) for k, lo, hi in kt.api_versions(kbroker.host, kbroker.port)}
+    legacy = [v for v in range(by_key[0][0], min(by_key[0][1], 2) + 1)]
+    if not legacy:
+        return  # Produce starts at v3: nothing legacy is promised
+    kafka = kt.require_module("kafka")
+    topic = kt.topic_name("legacy-produce")
+    admin = kafka.KafkaAdminClient(bootstrap_servers=kbroker.bootstrap, request_timeout_ms=15000)
+    try:
+        admin.create_topics({topic: {"num_partitions": 1, "replication_factor": 1}}, wait_for_metadata=True)
+    finally:
+        admin.close()
+    t = topic.encode()
+    errors = {}
+    for v in legacy:
+        ms = _message_v1(b"k%d" % v, b"legacy produce v%d" % v, int(time.time() * 1000))
+        body = (struct.pack(">hi", -1, 10000) + struct.pack(">i", 1) + struct.pack(">h", len(t)) + t
+                + struct.pack(">i", 1) + struct.pack(">ii", 0, len(ms)) + ms)
+        with socket.create_connection((kbroker.host, kbroker.port), timeout=10) as s:
+            s.settimeout(10)
+            s.sendall(kt.frame(kt.request_header_v1(0, v, 30 + v) + body))
+            resp = kt.recv_frame(s)
+        corr, = struct.unpack_from(">i", resp, 0)
+        assert corr == 30 + v
+        (err,) = struct.unpack_from(">h", resp, 4 + 4 + 2 + len(t) + 4 + 4)
+        errors[v] = err
+    assert all(e == 0 for e in errors.values()), (
+        f"Produce v{legacy[0]}-v{legacy[-1]} advertised, but a magic-1 message set is refused: error codes {errors} "
+        f"(87 = INVALID_RECORD)")
