@@ -18,6 +18,7 @@ from kbroker.errors import (
 )
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.metadata.store import INTERNAL_TOPICS
+from kbroker.wire import legacy
 from kbroker.wire.records import validate_batches
 
 logger = logging.getLogger(__name__)
@@ -36,6 +37,8 @@ def produce_partition(ctx: RequestContext, topic: str, index: int, records: byte
         if topic in INTERNAL_TOPICS:
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
         partition = rm.get_leader_partition(TopicPartition(topic, index))
+        if ctx.version < 3 and legacy.is_legacy_message_set(records):
+            records = legacy.up_convert_message_set(records)
         buf = bytearray(records or b"")
         batches = validate_batches(buf)
         if len(batches) != 1:  # Kafka's rule since Produce v3: one batch per partition
