@@ -129,6 +129,17 @@ class Log:
             now_ms=self._now_ms(),
         )
 
+    def _add_empty_segment(self, base_offset: int) -> LogSegment:
+        """Open a new segment at `base_offset` and append it; refuses a file that already has data."""
+        seg = self._new_segment(base_offset)
+        if seg.size:
+            seg.close_handlers()
+            raise KafkaStorageError(f"segment file for offset {base_offset} already exists in {self.dir}")
+        self.segments.append(seg)
+        self._bases.append(base_offset)
+        self._dir_dirty = True
+        return seg
+
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
         bases: list[int] = []
         for p in list(self.dir.iterdir()):
@@ -402,13 +413,7 @@ class Log:
             if active.base_offset >= new_offset:
                 raise KafkaStorageError(f"cannot roll {self.dir} to offset {new_offset} below {active.base_offset}")
             active.on_become_inactive()
-            seg = self._new_segment(new_offset)
-            if seg.size:
-                seg.close_handlers()
-                raise KafkaStorageError(f"segment file for offset {new_offset} already exists in {self.dir}")
-            self.segments.append(seg)
-            self._bases.append(new_offset)
-            self._dir_dirty = True
+            self._add_empty_segment(new_offset)
         self.producer_state.update_map_end_offset(new_offset)
         self.producer_state.take_snapshot(sync=False)
         return self.segments[-1]
@@ -611,13 +616,7 @@ class Log:
         self._schedule_delete(removed)
         self.producer_state.delete_all_snapshots()
         self.producer_state.clear()
-        seg = self._new_segment(offset)
-        if seg.size:
-            seg.close_handlers()
-            raise KafkaStorageError(f"segment file for offset {offset} already exists in {self.dir}")
-        self.segments.append(seg)
-        self._bases.append(offset)
-        self._dir_dirty = True
+        self._add_empty_segment(offset)
         self.log_end_offset = offset
         self.log_start_offset = offset
         self.recovery_point = offset
