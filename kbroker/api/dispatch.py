@@ -29,6 +29,7 @@ from kbroker.api import (
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, error_code_of
 from kbroker.wire import legacy as legacy_codec
+from kbroker.wire.fetch_response import encode_fetch_response
 from kbroker.wire.protocol import (
     API_VERSIONS_KEY,
     ProtocolError,
@@ -40,6 +41,8 @@ from kbroker.wire.protocol import (
 )
 
 logger = logging.getLogger(__name__)
+
+FETCH_KEY = 1
 
 Handler = Callable[[RequestContext, Any], Awaitable[dict | None]]
 
@@ -71,8 +74,9 @@ DISPATCH: dict[int, ApiSpec] = {
 }
 
 
-async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | None:
-    """Answer one request frame: response bytes, None for no response (acks=0).
+async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | list | None:
+    """Answer one request frame: response bytes, None for no response (acks=0), or for Fetch a
+    list of chunks (bytes and file ranges the server sends with sendfile).
 
     Raises ProtocolError when the connection must be closed.
     """
@@ -99,6 +103,8 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | N
         data = _error_response(header, code)
     if data is None:
         return None
+    if header.api_key == FETCH_KEY:
+        return encode_fetch_response(header.api_version, header.correlation_id, data)
     if legacy:
         body = struct.pack(">i", header.correlation_id) + legacy_codec.encode_produce_response_v0_2(header.api_version, data)
         return struct.pack(">i", len(body)) + body

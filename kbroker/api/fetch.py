@@ -38,7 +38,7 @@ def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool,
             result = rm.read_partition(TopicPartition(name, p.partition), p.fetch_offset,
                                        min(budget, p.partition_max_bytes), read_committed,
                                        min_one_message=budget == max_bytes, replica_id=replica_id)
-            budget = max(0, budget - len(result.records))
+            budget = max(0, budget - result.size)
             partitions.append((p, result))
         results.append((name, topic_id, partitions))
     return results
@@ -63,7 +63,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     deadline = trio.current_time() + max_wait_s
     while True:
         results = _read_all(ctx, wanted, max_bytes, read_committed, replica_id)
-        total = sum(len(r.records) for _, _, parts in results for _, r in parts)
+        total = sum(r.size for _, _, parts in results for _, r in parts)
         has_error = any(r.error for _, _, parts in results for _, r in parts)
         remaining = deadline - trio.current_time()
         if total >= request.min_bytes or has_error or remaining <= 0 or not tps:

@@ -8,7 +8,7 @@ partitions sets, so a long poll is answered the moment data arrives, with no pol
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
 import trio
@@ -31,10 +31,17 @@ logger = logging.getLogger(__name__)
 class FetchPartitionResult:
     topic_partition: TopicPartition
     error: KafkaError | None = None
-    records: bytes = b""
+    records: list = field(default_factory=list)  # file ranges of whole batches, sent with sendfile
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.records)
+
+    def read_bytes(self) -> bytes:
+        return b"".join(r.read() for r in self.records)
 
 
 class ReplicaManager:
@@ -130,7 +137,7 @@ class ReplicaManager:
             if log.log_start_offset <= fetch_offset and max_offset <= fetch_offset <= log.log_end_offset:
                 return result
             info = log.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message)
-            result.records = info.read_bytes()
+            result.records = info.records
             return result
         except KafkaError as exc:
             return FetchPartitionResult(tp, error=exc)

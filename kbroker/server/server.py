@@ -8,6 +8,7 @@ finish their current request (bounded by shutdown.timeout.ms), then storage is f
 from __future__ import annotations
 
 import logging
+import os
 import signal
 from typing import Any
 
@@ -22,6 +23,52 @@ from kbroker.wire.protocol import ProtocolError
 logger = logging.getLogger(__name__)
 
 RECEIVE_CHUNK = 256 * 1024
+
+
+SENDFILE_MIN = 64 * 1024  # smaller record data is read and sent with the header in one write
+
+
+async def send_response(stream: trio.SocketStream, response: bytes | list) -> None:
+    """Send a response: bytes, or chunks of bytes and file ranges (a Fetch), the large ranges with
+    sendfile so record data never passes through Python."""
+    if isinstance(response, bytes):
+        await stream.send_all(response)
+        return
+    small = sum(c.size for c in response if not isinstance(c, bytes)) < SENDFILE_MIN
+    pending = bytearray()
+    for chunk in response:
+        if isinstance(chunk, bytes):
+            pending += chunk
+        elif small:
+            data = chunk.read()
+            if len(data) != chunk.size:
+                raise trio.BrokenResourceError("a file range shrank before it was sent")
+            pending += data
+        else:
+            if pending:
+                await stream.send_all(pending)
+                pending = bytearray()
+            await _sendfile(stream, chunk)
+    if pending:
+        await stream.send_all(pending)
+
+
+async def _sendfile(stream: trio.SocketStream, file_range) -> None:
+    sock = stream.socket
+    offset, remaining = file_range.position, file_range.size
+    while remaining:
+        try:
+            sent = os.sendfile(sock.fileno(), file_range.fd, offset, remaining)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        except OSError as exc:
+            raise trio.BrokenResourceError(str(exc)) from exc
+        if sent == 0:  # the file shrank under us (truncation): this frame cannot be completed
+            raise trio.BrokenResourceError("a file range shrank during sendfile")
+        offset += sent
+        remaining -= sent
+    await trio.lowlevel.checkpoint()
 
 
 class _Connection:
@@ -66,7 +113,7 @@ class KafkaServer:
                     with trio.CancelScope(shield=self._shutting_down):
                         response = await handle_frame(self.broker, frame, peer)
                         if response is not None:
-                            await stream.send_all(response)
+                            await send_response(stream, response)
                     conn.busy = False
         except (FrameError, ProtocolError) as exc:
             logger.info("closing connection from %s: %s", peer, exc)
