@@ -25,7 +25,20 @@ logger = logging.getLogger(__name__)
 RECEIVE_CHUNK = 256 * 1024
 
 
+LARGE_FRAME = 64 * 1024  # frames larger than this are received straight into their own buffer
 SENDFILE_MIN = 64 * 1024  # smaller record data is read and sent with the header in one write
+
+
+async def _receive_rest(stream: trio.SocketStream, body: bytearray, have: int) -> bytearray | None:
+    """Fill `body` from the socket with recv_into; None if the peer closed first."""
+    view = memoryview(body)
+    sock = stream.socket
+    while have < len(body):
+        got = await sock.recv_into(view[have:])
+        if not got:
+            return None
+        have += got
+    return body
 
 
 async def send_response(stream: trio.SocketStream, response: bytes | list) -> None:
@@ -104,11 +117,16 @@ class KafkaServer:
                 while not self._shutting_down:
                     frame = decoder.next_frame()
                     if frame is None:
-                        data = await stream.receive_some(RECEIVE_CHUNK)
-                        if not data:
-                            return
-                        decoder.receive_data(data)
-                        continue
+                        if decoder.bytes_wanted > LARGE_FRAME and decoder.buffered >= 4:
+                            frame = await _receive_rest(stream, *decoder.begin_frame_into())
+                            if frame is None:
+                                return
+                        else:
+                            data = await stream.receive_some(RECEIVE_CHUNK)
+                            if not data:
+                                return
+                            decoder.receive_data(data)
+                            continue
                     conn.busy = True
                     with trio.CancelScope(shield=self._shutting_down):
                         response = await handle_frame(self.broker, frame, peer)

@@ -57,6 +57,24 @@ class FrameDecoder:
         return frame
 
 
+    def begin_frame_into(self) -> tuple[bytearray, int]:
+        """Take over the frame being received as an exact-size buffer: (buffer, bytes already in it).
+
+        For large frames the caller then receives the rest straight into the buffer (recv_into),
+        so the body is never copied again; the next frame starts from an empty decoder.
+        """
+        if self._expected is None:
+            raise RuntimeError("no frame size received yet")
+        body = bytearray(self._expected)
+        have = min(len(self._buffer) - 4, self._expected)
+        body[:have] = self._buffer[4 : 4 + have]
+        del self._buffer[: 4 + have]
+        self._expected = None
+        if self._buffer:
+            raise RuntimeError("begin_frame_into with bytes of a later frame buffered")
+        return body, have
+
+
 def frame(payload: bytes) -> bytes:
     """Prefix `payload` with its size."""
     return _SIZE.pack(len(payload)) + payload

@@ -133,7 +133,7 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview, body_offset
     """Decode the body of a request whose version kio knows; ProtocolError on garbage."""
     _cls, reader = _request_codec(header.api_key, header.api_version)
     try:
-        entity, _size = reader(memoryview(frame), body_offset)
+        entity, _size = reader(memoryview(frame).toreadonly(), body_offset)
     except Exception as exc:  # kio raises a variety of errors on malformed input
         raise ProtocolError(f"malformed {api_name(header.api_key)} v{header.api_version} body: {exc!r}") from exc
     return entity

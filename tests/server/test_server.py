@@ -260,3 +260,29 @@ async def test_fetch_respects_min_bytes_max_wait_and_returns_whole_batches(confi
         assert (whole.high_watermark, whole.log_start_offset, whole.last_stable_offset) == (15, 0, 15)
 
     await _with_server(config, body)
+
+
+@trio_test
+async def test_large_frames_are_received_whole_and_served_by_sendfile(config):
+    """Frames above the large-frame threshold take the recv_into path; fetches above the
+    sendfile threshold go out as file ranges: the bytes must come back identical."""
+    import os as _os
+
+    from kbroker.wire.records import Record, build_batch, decode_records, iter_batch_headers
+
+    payloads = [_os.urandom(150_000), _os.urandom(70_000)]
+
+    async def body(server):
+        s = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await _create_topic(s, "big")
+        for i, payload in enumerate(payloads):
+            r = await _call(s, 0, 9, _produce_body("big", build_batch([Record(0, 1, b"k", payload, [])]), acks=1))
+            assert r.responses[0].partition_responses[0].base_offset == i
+        fetched = await _call(s, 1, 12, {"max_wait": 0, "min_bytes": 1, "max_bytes": 10_000_000, "isolation_level": 0,
+                                         "topics": [{"topic": "big", "partitions": [
+                                             {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 10_000_000}]}]})
+        records = fetched.responses[0].partitions[0].records
+        values = [r.value for pos, h in iter_batch_headers(records) for r in decode_records(records, pos, h)]
+        assert values == payloads
+
+    await _with_server(config, body)
