@@ -30,6 +30,7 @@ from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, error_code_of
 from kbroker.wire import legacy as legacy_codec
 from kbroker.wire.fetch_response import encode_fetch_response
+from kbroker.wire.produce_request import decode_produce_request
 from kbroker.wire.protocol import (
     API_VERSIONS_KEY,
     ProtocolError,
@@ -91,6 +92,8 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | l
     legacy = header.api_key == 0 and header.api_version < 3
     if legacy:
         request = legacy_codec.decode_produce_v0_2(frame, body_offset)
+    elif header.api_key == 0:
+        request = decode_produce_request(header.api_version, frame, body_offset)
     else:
         request = decode_request(header, frame, body_offset)
     ctx = RequestContext(header, broker, client_host)

@@ -29,7 +29,7 @@ def _error(index: int, exc: KafkaError) -> dict:
             "log_start_offset": -1, "record_errors": [], "error_message": str(exc)}
 
 
-def produce_partition(ctx: RequestContext, topic: str, index: int, records: bytes | None, acks: int) -> dict:
+def produce_partition(ctx: RequestContext, topic: str, index: int, records, acks: int) -> dict:
     rm = ctx.broker.replica_manager
     try:
         if acks not in (-1, 0, 1):
@@ -38,8 +38,9 @@ def produce_partition(ctx: RequestContext, topic: str, index: int, records: byte
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
         partition = rm.get_leader_partition(TopicPartition(topic, index))
         if ctx.version < 3 and legacy.is_legacy_message_set(records):
-            records = legacy.up_convert_message_set(records)
-        buf = bytearray(records or b"")
+            records = legacy.up_convert_message_set(bytes(records))
+        # a writable view into the request frame is patched and written as it is: no copy
+        buf = records if isinstance(records, memoryview) and not records.readonly else bytearray(records or b"")
         batches = validate_batches(buf)
         if len(batches) != 1:  # Kafka's rule since Produce v3: one batch per partition
             raise InvalidRecordError("Produce requests must carry exactly one record batch per partition")

@@ -26,10 +26,11 @@ RECEIVE_CHUNK = 256 * 1024
 
 
 LARGE_FRAME = 64 * 1024  # frames larger than this are received straight into their own buffer
+REUSE_LIMIT = 8 * 1024 * 1024  # the largest frame buffer a connection keeps between requests
 SENDFILE_MIN = 64 * 1024  # smaller record data is read and sent with the header in one write
 
 
-async def _receive_rest(stream: trio.SocketStream, body: bytearray, have: int) -> bytearray | None:
+async def _receive_rest(stream: trio.SocketStream, body: bytearray | memoryview, have: int):
     """Fill `body` from the socket with recv_into; None if the peer closed first."""
     view = memoryview(body)
     sock = stream.socket
@@ -108,6 +109,7 @@ class KafkaServer:
         conn = _Connection()
         self._connections.add(conn)
         decoder = FrameDecoder(self.config.get("socket.request.max.bytes"))
+        reusable: bytearray | None = None  # fresh large buffers cost page faults; one is kept
         try:
             peer = stream.socket.getpeername()[0]
         except OSError:
@@ -118,9 +120,11 @@ class KafkaServer:
                     frame = decoder.next_frame()
                     if frame is None:
                         if decoder.bytes_wanted > LARGE_FRAME and decoder.buffered >= 4:
-                            frame = await _receive_rest(stream, *decoder.begin_frame_into())
+                            frame = await _receive_rest(stream, *decoder.begin_frame_into(reusable))
                             if frame is None:
                                 return
+                            if isinstance(frame, bytearray) and len(frame) <= REUSE_LIMIT:
+                                reusable = frame  # kept for this connection's next large frame
                         else:
                             data = await stream.receive_some(RECEIVE_CHUNK)
                             if not data:

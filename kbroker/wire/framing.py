@@ -46,26 +46,31 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buffer)
 
-    def next_frame(self) -> bytes | None:
+    def next_frame(self) -> bytearray | None:
+        """The next whole frame (writable: the Produce path patches record batches in place)."""
         if self._expected is None or len(self._buffer) < self._expected + 4:
             return None
         end = self._expected + 4
-        frame = bytes(self._buffer[4:end])
+        frame = self._buffer[4:end]
         del self._buffer[:end]
         self._expected = None
         self._check_size()
         return frame
 
 
-    def begin_frame_into(self) -> tuple[bytearray, int]:
+    def begin_frame_into(self, reuse: bytearray | None = None) -> tuple[bytearray | memoryview, int]:
         """Take over the frame being received as an exact-size buffer: (buffer, bytes already in it).
 
         For large frames the caller then receives the rest straight into the buffer (recv_into),
-        so the body is never copied again; the next frame starts from an empty decoder.
+        so the body is never copied again; the next frame starts from an empty decoder. `reuse`,
+        when large enough, provides the memory (the caller must be done with its previous frame).
         """
         if self._expected is None:
             raise RuntimeError("no frame size received yet")
-        body = bytearray(self._expected)
+        if reuse is not None and len(reuse) >= self._expected:
+            body: bytearray | memoryview = memoryview(reuse)[: self._expected]
+        else:
+            body = bytearray(self._expected)
         have = min(len(self._buffer) - 4, self._expected)
         body[:have] = self._buffer[4 : 4 + have]
         del self._buffer[: 4 + have]
