@@ -29,7 +29,7 @@ def _error(index: int, exc: KafkaError) -> dict:
             "log_start_offset": -1, "record_errors": [], "error_message": str(exc)}
 
 
-def produce_partition(ctx: RequestContext, topic: str, index: int, records, acks: int) -> dict:
+async def produce_partition(ctx: RequestContext, topic: str, index: int, records, acks: int) -> dict:
     rm = ctx.broker.replica_manager
     try:
         if acks not in (-1, 0, 1):
@@ -45,6 +45,7 @@ def produce_partition(ctx: RequestContext, topic: str, index: int, records, acks
         if len(batches) != 1:  # Kafka's rule since Produce v3: one batch per partition
             raise InvalidRecordError("Produce requests must carry exactly one record batch per partition")
         info = partition.append_records_to_leader(buf, batches, acks, rm.min_insync_replicas(topic))
+        await partition.maybe_flush()
     except KafkaError as exc:
         return _error(index, exc)
     return {"index": index, "error_code": ErrorCode.none, "base_offset": info.first_offset,
@@ -56,7 +57,7 @@ async def handle(ctx: RequestContext, request) -> dict | None:
     acks = request.acks
     responses = []
     for topic in request.topic_data:
-        partitions = [produce_partition(ctx, topic.name, p.index, p.records, acks) for p in topic.partition_data]
+        partitions = [await produce_partition(ctx, topic.name, p.index, p.records, acks) for p in topic.partition_data]
         responses.append({"name": topic.name, "partition_responses": partitions})
     if acks == 0:
         return None

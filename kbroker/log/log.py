@@ -70,6 +70,21 @@ class LogAppendInfo:
     duplicate: bool = False
 
 
+@dataclass(slots=True)
+class FlushPlan:
+    """A flush prepared on the owning thread and run anywhere: fsync `fds`, then `dir`."""
+
+    target: int
+    fds: list[int]
+    dir: Path | None
+
+    def run(self) -> None:
+        for fd in self.fds:
+            os.fsync(fd)
+        if self.dir is not None:
+            fsync_dir(self.dir)
+
+
 class Log:
     def __init__(self, dir: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
         self.dir = Path(dir)
@@ -631,16 +646,40 @@ class Log:
         and advance the recovery point to `offset`."""
         target = self.log_end_offset if offset is None else min(offset, self.log_end_offset)
         if target > self.recovery_point or offset is None:
-            i = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
-            for seg in self.segments[i:]:
-                if seg.base_offset >= target and seg is not self.segments[-1]:
-                    break
+            for seg in self._segments_to_flush(target):
                 seg.flush()
             if self._dir_dirty:
                 fsync_dir(self.dir)
                 self._dir_dirty = False
             if target > self.recovery_point:
                 self.recovery_point = target
+        self.last_flush_ms = self._now_ms()
+
+    def _segments_to_flush(self, target: int) -> list[LogSegment]:
+        i = max(bisect_right(self._bases, self.recovery_point) - 1, 0)
+        chosen = []
+        for seg in self.segments[i:]:
+            if seg.base_offset >= target and seg is not self.segments[-1]:
+                break
+            chosen.append(seg)
+        return chosen
+
+    def prepare_flush(self) -> FlushPlan:
+        """What a flush of everything appended so far must fsync, for running off the caller's
+        thread (group commit); `complete_flush` then moves the recovery point. Only the data files
+        are synced: indexes below the recovery point are rebuilt by recovery if they were torn."""
+        target = self.log_end_offset
+        plan = FlushPlan(target, [seg.fd for seg in self._segments_to_flush(target)],
+                         self.dir if self._dir_dirty else None)
+        self._dir_dirty = False
+        return plan
+
+    def complete_flush(self, plan: FlushPlan, ok: bool = True) -> None:
+        if not ok:
+            self._dir_dirty = self._dir_dirty or plan.dir is not None
+            return
+        if plan.target > self.recovery_point:
+            self.recovery_point = plan.target
         self.last_flush_ms = self._now_ms()
 
     def close(self) -> None:

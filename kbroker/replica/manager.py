@@ -75,10 +75,11 @@ class ReplicaManager:
                     continue
                 log = self.log_manager.get_or_create_log(tp, log_config)
                 partition = self.partitions[tp] = Partition(tp, log, info.topic_id, replicas, self.node_id, self._wake)
+                partition.set_log_config(log_config)
                 # a leader alone in its ISR owns its whole log: the checkpointed HW may lag after a crash
                 partition.maybe_increment_high_watermark()
             else:
-                partition.log.update_config(log_config)
+                partition.set_log_config(log_config)
 
     def min_insync_replicas(self, topic: str) -> int:
         info = self.metadata.topic(topic)

@@ -11,6 +11,8 @@ import uuid
 from typing import Callable
 
 from kbroker.errors import NotEnoughReplicasError
+from kbroker.replica.group_commit import GroupCommit
+from kbroker.log.config import LONG_MAX
 from kbroker.log.log import Log
 from kbroker.log.topic_partition import TopicPartition
 
@@ -27,6 +29,8 @@ class Partition:
         self.leader_epoch = 0
         self.isr = [node_id]
         self._on_new_data = on_new_data
+        self.flush_interval_messages = log.config.flush_interval_messages
+        self.group_commit = GroupCommit(log)
 
     @property
     def is_leader(self) -> bool:
@@ -62,6 +66,16 @@ class Partition:
         info = self.log.append_as_leader(buf, batches, leader_epoch=self.leader_epoch)
         self.maybe_increment_high_watermark()
         return info
+
+    def set_log_config(self, config) -> None:
+        """The log never flushes by itself: `flush.messages` is applied here, with group commit."""
+        self.flush_interval_messages = config.flush_interval_messages
+        self.log.update_config(config.with_(flush_interval_messages=LONG_MAX))
+
+    async def maybe_flush(self) -> None:
+        """Before acknowledging: fsync if `flush.messages` appended messages are not on disk yet."""
+        if self.log.unflushed_messages >= self.flush_interval_messages:
+            await self.group_commit.flush_to(self.log.log_end_offset)
 
     def maybe_increment_high_watermark(self) -> None:
         """HW = the smallest log end offset in the ISR; alone in the ISR, that is our own."""

@@ -286,3 +286,45 @@ async def test_large_frames_are_received_whole_and_served_by_sendfile(config):
         assert values == payloads
 
     await _with_server(config, body)
+
+
+@trio_test
+async def test_flush_messages_1_acknowledges_only_synced_data_and_shares_fsyncs(config, tmp_path):
+    from kbroker.log.log import FlushPlan
+    from kbroker.wire.records import Record, build_batch
+
+    config.explicit["log.flush.interval.messages"] = 1
+    fsyncs = []
+    original_run = FlushPlan.run
+
+    def counting_run(plan):  # a slow disk: appends arriving meanwhile must share the next fsync
+        import time
+
+        fsyncs.append(plan.target)
+        time.sleep(0.005)
+        original_run(plan)
+
+    FlushPlan.run = counting_run
+    try:
+        async def body(server):
+            setup = await trio.open_tcp_stream("127.0.0.1", server.port)
+            await _create_topic(setup, "durable")
+            log = server.broker.replica_manager.partitions[("durable", 0)].log
+
+            async def producer(n):
+                s = await trio.open_tcp_stream("127.0.0.1", server.port)
+                for _ in range(n):
+                    r = await _call(s, 0, 9, _produce_body("durable", build_batch([Record(0, 0, None, b"x", [])]), acks=1))
+                    assert r.responses[0].partition_responses[0].error_code == 0
+                    # acknowledged means on disk: the recovery point covers it
+                    assert log.recovery_point > r.responses[0].partition_responses[0].base_offset
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(8):
+                    nursery.start_soon(producer, 10)
+            assert log.log_end_offset == 80 and log.recovery_point == 80
+
+        await _with_server(config, body)
+    finally:
+        FlushPlan.run = original_run
+    assert 0 < len(fsyncs) < 40  # 80 acknowledged produce requests, far fewer fsyncs
