@@ -13,6 +13,19 @@ from kbroker.config import BrokerConfig
 from kbroker.errors import KafkaError
 
 
+def _raise_open_files_limit() -> None:
+    """Every segment and connection holds a file descriptor: use all the hard limit allows, as
+    Kafka's start scripts ask operators to."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard if hard != resource.RLIM_INFINITY else 1 << 20, hard))
+        except (ValueError, OSError):
+            logging.getLogger("kbroker").warning("could not raise the open files limit above %d", soft)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="kbroker", description="A Kafka-compatible message broker.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -32,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     for key in config.unknown:
         logging.getLogger("kbroker.config").warning("ignoring unknown config %s", key)
+    _raise_open_files_limit()
     from kbroker.server.server import serve
 
     trio.run(serve, config)
