@@ -30,6 +30,7 @@ from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, error_code_of
 from kbroker.wire import legacy as legacy_codec
 from kbroker.wire.fetch_response import encode_fetch_response
+from kbroker.wire.metadata_response import encode_metadata_response
 from kbroker.wire.produce_request import decode_produce_request
 from kbroker.wire.protocol import (
     API_VERSIONS_KEY,
@@ -43,7 +44,7 @@ from kbroker.wire.protocol import (
 
 logger = logging.getLogger(__name__)
 
-FETCH_KEY = 1
+FETCH_KEY, METADATA_KEY = 1, 3  # encoded by hand on the hot path
 
 Handler = Callable[[RequestContext, Any], Awaitable[dict | None]]
 
@@ -108,6 +109,8 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | l
         return None
     if header.api_key == FETCH_KEY:
         return encode_fetch_response(header.api_version, header.correlation_id, data)
+    if header.api_key == METADATA_KEY:
+        return encode_metadata_response(header.api_version, header.correlation_id, data)
     if legacy:
         body = struct.pack(">i", header.correlation_id) + legacy_codec.encode_produce_response_v0_2(header.api_version, data)
         return struct.pack(">i", len(body)) + body
