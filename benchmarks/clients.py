@@ -1,0 +1,279 @@
+"""Owns the client side of the load: topic creation/deletion (AdminClient) and the
+confluent-kafka (librdkafka) producer/consumer loops. Every loop is bounded by a message count
+and a deadline (time.perf_counter() value) and returns plain numbers, never raises on a slow
+broker: a run that hits its deadline comes back with aborted=True and what it achieved."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import struct
+import time
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    """Nearest-rank percentile of an already sorted list (q in 0..100)."""
+    if not sorted_values:
+        return None
+    k = max(0, min(len(sorted_values) - 1, int(round(q / 100 * len(sorted_values) + 0.5)) - 1))
+    return sorted_values[k]
+
+
+def create_topics(bootstrap: str, specs: list[tuple[str, int, dict]], per_request: int = 10,
+                  timeout: float = 120.0) -> None:
+    """Create topics [(name, partitions, config)], `per_request` topics per CreateTopics request."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    for i in range(0, len(specs), per_request):
+        chunk = [NewTopic(n, num_partitions=p, replication_factor=1, config=dict(c)) for n, p, c in
+                 specs[i:i + per_request]]
+        futures = admin.create_topics(chunk, operation_timeout=timeout, request_timeout=timeout)
+        for name, fut in futures.items():
+            fut.result(timeout=timeout)
+
+
+def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0) -> None:
+    if not names:
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
+    for i in range(0, len(names), 50):
+        for fut in admin.delete_topics(names[i:i + 50], operation_timeout=timeout).values():
+            try:
+                fut.result(timeout=timeout)
+            except KafkaException:
+                pass
+
+
+def produce_run(bootstrap: str, topic: str, partitions: int, size: int, count: int, acks: str,
+                deadline: float, linger_ms: int = 5) -> dict:
+    """Produce `count` messages of `size` random bytes round-robin over `partitions` partitions
+    as fast as librdkafka takes them; time from the first produce() to the end of flush()."""
+    state = {"err": 0, "first_error": None}
+
+    def on_delivery(err, msg):  # delivery.report.only.error: called for failures only (a Python
+        state["err"] += 1       # callback per message would cost the client ~30% of its throughput)
+        if state["first_error"] is None:
+            state["first_error"] = str(err)
+
+    producer = Producer({
+        "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms,
+        "batch.size": 1000000, "batch.num.messages": 1000000,
+        "queue.buffering.max.messages": 2000000, "queue.buffering.max.kbytes": 2097151,
+        "compression.type": "none", "enable.idempotence": False,
+        "message.timeout.ms": 120000, "on_delivery": on_delivery, "delivery.report.only.error": True,
+    })
+    producer.list_topics(topic, timeout=30)  # connection + metadata outside the timed part
+    value = os.urandom(size)
+    aborted = False
+    sent = 0
+    t0 = time.perf_counter()
+    for i in range(count):
+        if not i & 1023:
+            producer.poll(0)
+            if time.perf_counter() > deadline:
+                aborted = True
+                break
+        while True:
+            try:
+                producer.produce(topic, value, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.005)
+                if time.perf_counter() > deadline:
+                    aborted = True
+                    break
+        if aborted:
+            break
+        sent += 1
+    left = producer.flush(max(0.5, deadline - time.perf_counter()))
+    elapsed = time.perf_counter() - t0
+    if left:
+        aborted = True
+        producer.purge()
+        producer.flush(5)
+    ok = sent - left - state["err"]  # acknowledged = handed over - still queued - failed
+    return {"messages": ok, "bytes": ok * size, "seconds": elapsed, "msgs_s": ok / elapsed,
+            "mb_s": ok * size / elapsed / 1e6, "errors": state["err"], "first_error": state["first_error"],
+            "aborted": aborted}
+
+
+def _consumer(bootstrap: str, **extra) -> Consumer:
+    conf = {"bootstrap.servers": bootstrap, "group.id": "kbroker-bench", "enable.auto.commit": False,
+            "enable.auto.offset.store": False, "enable.partition.eof": False}
+    conf.update(extra)
+    return Consumer(conf)
+
+
+def consume_run(bootstrap: str, topic: str, partitions: int, deadline: float) -> dict:
+    """Read a topic from the earliest offset to its current end (assign, no group protocol).
+    MB/s is counted from the first message received to the last."""
+    consumer = _consumer(bootstrap, **{
+        "fetch.max.bytes": 67108864, "max.partition.fetch.bytes": 16777216,
+        "queued.max.messages.kbytes": 262144, "queued.min.messages": 1000000,
+        "receive.message.max.bytes": 100000000})
+    try:
+        expected = 0
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            expected += high - low
+        t_assign = time.perf_counter()
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        count = nbytes = errors = 0
+        first_error = None
+        t_first = t_last = None
+        aborted = False
+        while count < expected:
+            if time.perf_counter() > deadline:
+                aborted = True
+                break
+            batch = consumer.consume(10000, 0.5)
+            if not batch:
+                continue
+            if t_first is None:
+                t_first = time.perf_counter()
+            for m in batch:
+                if m.error():
+                    errors += 1
+                    first_error = first_error or str(m.error())
+                    continue
+                count += 1
+                nbytes += len(m.value())
+            t_last = time.perf_counter()
+    finally:
+        consumer.close()
+    elapsed = (t_last - t_first) if t_first and t_last and t_last > t_first else float("nan")
+    return {"messages": count, "expected": expected, "bytes": nbytes, "seconds": elapsed,
+            "msgs_s": count / elapsed, "mb_s": nbytes / elapsed / 1e6,
+            "first_message_s": (t_first - t_assign) if t_first else None,
+            "errors": errors, "first_error": first_error, "aborted": aborted}
+
+
+_E2E = struct.Struct(">bqq")  # kind (0 warm-up, 1 measured), sequence, send time (perf_counter_ns)
+
+
+def _e2e_consumer(bootstrap: str, topic: str, warm, stop, conn) -> None:
+    """Child process: read the topic with librdkafka's default fetch settings, send back
+    receive time - send time (ns) of every measured message. perf_counter_ns is CLOCK_MONOTONIC,
+    the same clock in both processes."""
+    latencies, errors = [], []
+    c = _consumer(bootstrap)
+    try:
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        while not stop.is_set():
+            m = c.poll(0.05)  # returns as soon as a message is there
+            now = time.perf_counter_ns()
+            if m is None:
+                continue
+            if m.error():
+                errors.append(str(m.error()))
+                continue
+            kind, _, sent = _E2E.unpack_from(m.value())
+            if kind == 1:
+                latencies.append(now - sent)
+            else:
+                warm.set()
+    finally:
+        c.close()
+        conn.send((latencies, errors))
+        conn.close()
+
+
+def e2e_run(bootstrap: str, topic: str, rate: float, count: int, size: int, deadline: float) -> dict:
+    """Send `count` messages at `rate` msg/s (linger.ms=0, acks=1), each carrying its send time;
+    a consumer in a second process (default fetch.wait.max.ms) records receive time - send time."""
+    mp = multiprocessing.get_context("spawn")  # no fork of a process running librdkafka threads
+    warm, stop = mp.Event(), mp.Event()
+    parent_conn, child_conn = mp.Pipe(duplex=False)
+    proc = mp.Process(target=_e2e_consumer, args=(bootstrap, topic, warm, stop, child_conn),
+                      name="e2e-consumer", daemon=True)
+    proc.start()
+    child_conn.close()
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0,
+                         "enable.idempotence": False, "compression.type": "none"})
+    pad = b"\0" * max(0, size - _E2E.size)
+    aborted = False
+    sent = 0
+    send_seconds = 0.0
+    latencies, errors = [], []
+    try:
+        warm_deadline = min(deadline, time.perf_counter() + 30)
+        while not warm.is_set():  # consumer connected and fetching before we measure
+            producer.produce(topic, _E2E.pack(0, 0, 0) + pad, partition=0)
+            producer.poll(0)
+            if warm.wait(0.05):
+                break
+            if time.perf_counter() > warm_deadline:
+                raise TimeoutError("e2e: consumer never received a warm-up message")
+        time.sleep(0.5)
+        start = time.perf_counter()
+        for i in range(count):
+            target = start + i / rate
+            now = time.perf_counter()
+            if now > deadline:
+                aborted = True
+                break
+            if target > now:
+                time.sleep(target - now)
+            producer.produce(topic, _E2E.pack(1, i, time.perf_counter_ns()) + pad, partition=0)
+            producer.poll(0)
+            sent += 1
+        send_seconds = time.perf_counter() - start
+        producer.flush(10)
+        time.sleep(min(3.0, max(0.5, deadline - time.perf_counter())))  # let the last ones arrive
+    finally:
+        stop.set()
+        if parent_conn.poll(15):
+            latencies, errors = parent_conn.recv()
+        proc.join(5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join()
+    lat = sorted(x / 1e6 for x in latencies)
+    return {"sent": sent, "received": len(lat), "rate": sent / send_seconds if sent else 0,
+            "p50_ms": percentile(lat, 50), "p99_ms": percentile(lat, 99), "max_ms": lat[-1] if lat else None,
+            "errors": len(errors) + (sent - len(lat)), "first_error": errors[0] if errors else
+            (f"{sent - len(lat)} messages not received" if sent != len(lat) else None), "aborted": aborted}
+
+
+def produce_latency_run(bootstrap: str, topic: str, count: int, size: int, deadline: float) -> dict:
+    """Sequential acks=all produce: produce one message, flush, repeat. The wall time of
+    produce()+flush() is the round trip; librdkafka's own msg.latency() is kept beside it."""
+    rd_lat: list[float] = []
+    errors = []
+
+    def on_delivery(err, msg):
+        if err is not None:
+            errors.append(str(err))
+        elif msg.latency() is not None:
+            rd_lat.append(msg.latency() * 1000)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0,
+                         "enable.idempotence": False, "compression.type": "none",
+                         "on_delivery": on_delivery})
+    value = os.urandom(size)
+    for _ in range(20):  # warm-up: connection, metadata
+        producer.produce(topic, value, partition=0)
+        producer.flush(10)
+    rd_lat.clear()
+    wall: list[float] = []
+    aborted = False
+    for _ in range(count):
+        if time.perf_counter() > deadline:
+            aborted = True
+            break
+        t0 = time.perf_counter_ns()
+        producer.produce(topic, value, partition=0)
+        left = producer.flush(5)
+        wall.append((time.perf_counter_ns() - t0) / 1e6)
+        if left:
+            errors.append("flush timed out after 5 s")
+            aborted = True
+            break
+    wall.sort()
+    rd_lat.sort()
+    return {"requests": len(wall), "p50_ms": percentile(wall, 50), "p99_ms": percentile(wall, 99),
+            "max_ms": wall[-1] if wall else None, "rdkafka_p50_ms": percentile(rd_lat, 50),
+            "rdkafka_p99_ms": percentile(rd_lat, 99), "errors": len(errors),
+            "first_error": errors[0] if errors else None, "aborted": aborted}

@@ -1,0 +1,116 @@
+"""Owns the raw-socket Kafka requests the harness sends itself: ApiVersions v0 (readiness probe,
+idle connections) and Metadata v1 for all topics (timed, parsed to count topics/partitions).
+No client library involved, so these time the broker and nothing else."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+
+CLIENT_ID = b"kbroker-bench"
+API_VERSIONS = 18
+METADATA = 3
+
+
+def request_bytes(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
+    """A size-prefixed request with a v1 request header (api_key, version, correlation, client_id)."""
+    payload = struct.pack(">hhih", api_key, version, correlation_id, len(CLIENT_ID)) + CLIENT_ID + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    chunks = []
+    while n:
+        chunk = sock.recv(min(n, 1 << 20))
+        if not chunk:
+            raise ConnectionError("connection closed by broker")
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_response(sock: socket.socket) -> bytes:
+    (size,) = struct.unpack(">i", recv_exact(sock, 4))
+    return recv_exact(sock, size)
+
+
+def api_versions(sock: socket.socket, correlation_id: int = 1) -> int:
+    """Send ApiVersions v0 on an open socket; return the error code of the answer (0 = ok)."""
+    sock.sendall(request_bytes(API_VERSIONS, 0, correlation_id))
+    resp = read_response(sock)
+    corr, error = struct.unpack_from(">ih", resp, 0)
+    if corr != correlation_id:
+        raise ConnectionError(f"ApiVersions: correlation id {corr} != {correlation_id}")
+    return error
+
+
+def probe(host: str, port: int, timeout: float = 1.0) -> bool:
+    """True if the broker accepts a connection and answers ApiVersions without error."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            return api_versions(sock) == 0
+    except OSError:
+        return False
+
+
+def metadata_all(host: str, port: int, timeout: float = 60.0) -> tuple[float, int, dict]:
+    """Time one Metadata v1 request for all topics on a fresh, already-connected socket.
+
+    Returns (seconds from send to the last byte of the response, response bytes, summary)."""
+    with socket.create_connection((host, port), timeout=timeout) as sock:
+        sock.settimeout(timeout)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        req = request_bytes(METADATA, 1, 7, struct.pack(">i", -1))  # null topics = all topics
+        t0 = time.perf_counter()
+        sock.sendall(req)
+        resp = read_response(sock)
+        elapsed = time.perf_counter() - t0
+    return elapsed, len(resp) + 4, parse_metadata_v1(resp)
+
+
+def parse_metadata_v1(buf: bytes) -> dict:
+    off = 4  # correlation id
+
+    def i16():
+        nonlocal off
+        (v,) = struct.unpack_from(">h", buf, off)
+        off += 2
+        return v
+
+    def i32():
+        nonlocal off
+        (v,) = struct.unpack_from(">i", buf, off)
+        off += 4
+        return v
+
+    def string():
+        nonlocal off
+        n = i16()
+        if n < 0:
+            return None
+        s = buf[off:off + n].decode()
+        off += n
+        return s
+
+    for _ in range(i32()):  # brokers
+        i32(); string(); i32(); string()
+    i32()  # controller id
+    topics = partitions = errors = 0
+    per_topic: dict[str, int] = {}
+    for _ in range(i32()):
+        terr = i16(); name = string(); off += 1
+        topics += 1
+        errors += terr != 0
+        per_topic[name] = 0
+        for _ in range(i32()):
+            per_topic[name] += 1
+            perr = i16(); i32(); i32()
+            n = i32()  # replicas (read before `off +=`, which would load the old offset first)
+            off += 4 * n
+            n = i32()  # isr
+            off += 4 * n
+            partitions += 1
+            errors += perr != 0
+    return {"topics": topics, "partitions": partitions, "errors": errors, "per_topic": per_topic}

@@ -1,0 +1,366 @@
+"""Owns the command line of the benchmark harness (`python -m benchmarks`): machine description,
+starting/stopping the main broker, running the selected phases (with --repeat, median of each
+figure), the issue's targets and met/not-met marking, the final table and the --json file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+import uuid
+from pathlib import Path
+
+import confluent_kafka
+
+from benchmarks import clients
+from benchmarks.broker import REPO_ROOT, OwnBroker, ProcStats
+from benchmarks.phases import PHASES, REPEATABLE, Ctx, Scale
+
+ORDER = list(PHASES)
+ALIASES = {"scaling": ["partitions100", "partitions10k", "connections"], "all": ORDER}
+
+# key -> [(metric, op, threshold, label)]; the issue's targets (Kafka 3.8 on a 2-core machine)
+TARGETS = {
+    "produce.1024.p1.acks1": [("mb_s", ">=", 250, "≥ 250 MB/s"), ("cpu_s_per_gb", "<=", 3.5, "≤ 3.5 CPU-s/GB")],
+    "consume.1024.p1": [("mb_s", ">=", 450, "≥ 450 MB/s"), ("cpu_s_per_gb", "<=", 1.0, "≤ 1.0 CPU-s/GB")],
+    "e2e": [("p99_ms", "<=", 10, "p99 ≤ 10 ms")],
+    "latency": [("p99_ms", "<=", 1, "p99 ≤ 1 ms")],
+    "scaling.p100": [("ratio_to_p1", ">=", 0.8, "≥ 80% of 1 part")],
+    "partitions10k": [("metadata_ms", "<=", 50, "Metadata ≤ 50 ms"), ("restart_s", "<=", 10, "restart ≤ 10 s")],
+    "durability.flush1": [("mb_s", ">=", 100, "≥ 100 MB/s")],
+    "connections": [("serve_ok", "==", True, "still serves")],
+    "memory": [("rss_mb", "<=", 200, "RSS ≤ 200 MB"), ("peak_rss_mb", "<=", 200, "peak ≤ 200 MB")],
+}
+QUICK_NA = {"partitions10k", "connections"}  # targets stated for full-size numbers only
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0])
+    p.add_argument("--bootstrap", metavar="HOST:PORT",
+                   help="benchmark an already running broker instead of starting kbroker")
+    p.add_argument("--broker-pid", type=int, help="PID of the --bootstrap broker, for its CPU and RSS")
+    p.add_argument("--only", default="all",
+                   help=f"comma-separated phases: {','.join(ORDER)} (scaling = partitions100,partitions10k,"
+                        "connections; default all)")
+    p.add_argument("--quick", action="store_true", help="smoke test: 20k messages, small scaling numbers")
+    p.add_argument("--messages", type=int, help="messages per throughput run (default 200000, quick 20000)")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run the throughput/latency phases N times and report the median of each figure")
+    p.add_argument("--max-seconds", type=float, default=60.0,
+                   help="time bound of each run; a run that hits it stops cleanly, marked aborted (default 60)")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra --override for the brokers this harness starts (repeatable)")
+    p.add_argument("--broker-log-level", default="INFO", help="--log-level of harness-started brokers")
+    p.add_argument("--json", metavar="FILE", help="write all results (every repeat) as JSON")
+    p.add_argument("--keep-data", action="store_true", help="keep the temp dir (broker data and logs)")
+    args = p.parse_args(argv)
+    names = []
+    for part in args.only.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part in ALIASES:
+            names += ALIASES[part]
+        elif part in PHASES:
+            names.append(part)
+        else:
+            p.error(f"unknown phase {part!r}; choose from {', '.join(ORDER + list(ALIASES))}")
+    args.phases = [n for n in ORDER if n in names]
+    if args.repeat < 1:
+        p.error("--repeat must be >= 1")
+    return args
+
+
+def _first(v):
+    return v[0] if isinstance(v, tuple) else v
+
+
+def machine() -> dict:
+    info = {"cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)), "cpu_model": None,
+            "mem_total_gb": None, "kernel": platform.release(), "python": platform.python_version(),
+            "confluent_kafka": _first(confluent_kafka.version()), "librdkafka": _first(confluent_kafka.libversion())}
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                info["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                info["mem_total_gb"] = round(int(line.split()[1]) * 1024 / 1e9, 1)
+    except OSError:
+        pass
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO_ROOT, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "kbroker"], cwd=REPO_ROOT, capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+        info["kbroker_commit"] = commit + (" (kbroker/ modified)" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        info["kbroker_commit"] = None
+    return info
+
+
+def raise_nofile() -> tuple[int, int]:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        want = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+        except (ValueError, OSError):
+            pass
+    return resource.getrlimit(resource.RLIMIT_NOFILE)
+
+
+# ---------------------------------------------------------------------------------------------
+def merge(runs: list[dict]) -> dict:
+    """Median of every numeric figure over the repeats; flags are OR-ed/AND-ed pessimistically."""
+    out = {}
+    for k in dict.fromkeys(k for r in runs for k in r):
+        vals = [r.get(k) for r in runs if r.get(k) is not None]
+        if not vals:
+            out[k] = None
+        elif k == "aborted":
+            out[k] = any(vals)
+        elif all(isinstance(v, bool) for v in vals):
+            out[k] = all(vals)
+        elif k in ("errors", "failures", "metadata_errors"):
+            out[k] = max(vals)
+        elif all(isinstance(v, (int, float)) for v in vals):
+            out[k] = statistics.median(vals)
+        else:
+            out[k] = vals[0]
+    return out
+
+
+def judge(row: dict, quick: bool) -> tuple[str, str | None]:
+    """(target text, status) for a merged row; status None when the row has no target."""
+    m = row["metrics"]
+    problems = []
+    if m.get("aborted"):
+        problems.append("ABORTED")
+    if m.get("errors") or m.get("failures") or m.get("metadata_errors"):
+        problems.append("ERRORS")
+    if row["key"] == "partitions10k":
+        if m.get("metadata_partitions_seen") not in (None, m["partitions"]) or \
+                m.get("partitions_after_restart") not in (None, m["partitions"]):
+            problems.append("PARTITIONS MISSING")
+    checks = TARGETS.get(row["key"])
+    if not checks:
+        return "", " ".join(problems) or None
+    text = ", ".join(c[3] for c in checks)
+    if quick and row["key"] in QUICK_NA:
+        return text + " (full size)", " ".join(problems + ["n/a (quick)"])
+    failed, missing = [], []
+    for metric, op, limit, label in checks:
+        v = m.get(metric)
+        if v is None or v != v:  # None or NaN
+            missing.append(label)
+        elif not {"<=": v <= limit, ">=": v >= limit, "==": v == limit}[op]:
+            failed.append(label)
+    if failed:
+        status = "NOT MET (" + ", ".join(failed) + ")"
+    elif missing and len(missing) == len(checks):
+        status = "n/a"
+    elif missing:
+        status = "met (" + ", ".join(missing) + " n/a)"
+    else:
+        status = "met"
+    return text, " ".join(problems + [status])
+
+
+def _f(v, fmt="{:.1f}", none="-"):
+    return none if v is None or v != v else fmt.format(v)
+
+
+def describe(row: dict) -> str:
+    m, kind = row["metrics"], row["kind"]
+    if kind == "throughput":
+        s = f"{_f(m.get('msgs_s'), '{:,.0f}')} msg/s  {_f(m.get('mb_s'))} MB/s"
+        if "ratio_to_p1" in m:
+            s += f"  ({_f(m['ratio_to_p1'] * 100, '{:.0f}')}% of 1 part)"
+        if m.get("first_message_s") is not None:
+            s += f"  (first msg after {m['first_message_s'] * 1000:.0f} ms)"
+        return s
+    if kind == "latency":
+        s = f"p50 {_f(m.get('p50_ms'), '{:.2f}')}  p99 {_f(m.get('p99_ms'), '{:.2f}')}  max {_f(m.get('max_ms'), '{:.1f}')} ms"
+        if "received" in m:
+            s += f"  ({_f(m['received'], '{:.0f}')}/{_f(m['sent'], '{:.0f}')} recv)"
+        return s
+    if kind == "connections":
+        return (f"{_f(m['opened'], '{:.0f}')}/{m['requested']} open in {_f(m['open_s'])} s; produce+consume "
+                f"{'ok' if m.get('serve_ok') else 'FAILED'}; re-probe {_f(m.get('reprobe_ok'), '{:.0f}')} ok")
+    if kind == "partitions":
+        s = (f"Metadata {_f(m.get('metadata_ms'))} ms (first {_f(m.get('metadata_first_ms'))}, "
+             f"{_f(m.get('metadata_bytes', 0) / 1e3, '{:.0f}')} kB); create {_f(m.get('create_s'))} s")
+        if "restart_s" in m:
+            s += f"; restart {_f(m.get('restart_s'), '{:.2f}')} s, stop {_f(m.get('shutdown_s'), '{:.2f}')} s"
+        return s
+    if kind == "memory":
+        return f"RSS after run {_f(m.get('rss_mb'), '{:.0f}')} MB, peak (VmHWM) {_f(m.get('peak_rss_mb'), '{:.0f}')} MB"
+    if kind == "error":
+        return m.get("error", "")[:100]
+    return json.dumps(m)[:100]
+
+
+def table(rows: list[dict], quick: bool) -> str:
+    header = ["Phase", "Run", "Result", "CPU-s/GB", "RSS MB", "Target (issue)", "Status"]
+    lines = []
+    for r in rows:
+        target, status = judge(r, quick)
+        m = r["metrics"]
+        lines.append([r["phase"], r["name"], describe(r), _f(m.get("cpu_s_per_gb"), "{:.1f}"),
+                      _f(m.get("rss_mb"), "{:.0f}"), target, status or ""])
+    widths = [max(len(str(x[i])) for x in [header] + lines) for i in range(len(header))]
+    fmt = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()
+    out = [fmt(header), fmt(["-" * w for w in widths])]
+    prev = None
+    for cells in lines:
+        out.append(fmt(cells if cells[0] != prev else [""] + cells[1:]))
+        prev = cells[0]
+    return "\n".join(out)
+
+
+def progress(row: dict) -> None:
+    m = row["metrics"]
+    extra = f"  broker {m['cpu_s_per_gb']:.1f} CPU-s/GB" if m.get("cpu_s_per_gb") is not None else ""
+    rss = f"  RSS {m['rss_mb']:.0f} MB" if m.get("rss_mb") is not None else ""
+    flags = "  ABORTED" if m.get("aborted") else ""
+    flags += f"  errors={m['errors']} ({m.get('first_error')})" if m.get("errors") else ""
+    print(f"  {row['phase']:<13} {row['name']:<42} {describe(row)}{extra}{rss}{flags}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------------
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally blocks
+    nofile = raise_nofile()
+    scale = Scale.quick() if args.quick else Scale()
+    if args.messages:
+        scale.messages = args.messages
+    mach = machine()
+    command = shlex.join(["python", "-m", "benchmarks", *argv])
+    print(f"kbroker benchmarks: {command}")
+    print(f"machine: {mach['cores']} cores ({mach['usable_cores']} usable), {mach['cpu_model']}, "
+          f"{mach['mem_total_gb']} GB RAM, Linux {mach['kernel']}, Python {mach['python']}, "
+          f"confluent-kafka {mach['confluent_kafka']} / librdkafka {mach['librdkafka']}, "
+          f"kbroker {mach['kbroker_commit']}")
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
+          f"open files limit {nofile[0]}; phases: {','.join(args.phases)}; repeat {args.repeat}; "
+          f"{scale.messages} messages per throughput run", flush=True)
+
+    base = Path(tempfile.mkdtemp(prefix="kbroker-bench-"))
+    started = time.time()
+    results: dict[str, dict] = {}   # key -> merged row (first-seen order)
+    runs: dict[str, list[dict]] = {}
+    notes: list[str] = []
+    problems: dict[str, list[str]] = {}
+    own = None
+    ctx = None
+    broker_command = None
+    try:
+        if args.bootstrap:
+            stats = ProcStats(args.broker_pid) if args.broker_pid else None
+            if stats and stats.cpu_seconds() is None:
+                raise SystemExit(f"--broker-pid {args.broker_pid}: no such process")
+            bootstrap = args.bootstrap
+            print(f"broker: {bootstrap} (external{', pid %d' % args.broker_pid if args.broker_pid else ', no pid: no CPU/RSS'})")
+        else:
+            own = OwnBroker(base, "main", args.override, args.broker_log_level)
+            broker_command = shlex.join(own.command)
+            startup = own.start()
+            stats, bootstrap = own.stats(), own.bootstrap
+            print(f"broker: {broker_command}\n        pid {own.proc.pid}, serving after {startup:.2f} s", flush=True)
+        ctx = Ctx(bootstrap=bootstrap, stats=stats, own=own, base=base, scale=scale, max_seconds=args.max_seconds,
+                  run_id=uuid.uuid4().hex[:6], overrides=args.override, log_level=args.broker_log_level)
+        for phase in args.phases:
+            reps = args.repeat if phase in REPEATABLE else 1
+            for rep in range(reps):
+                label = f"{phase}" + (f" (repeat {rep + 1}/{reps})" if reps > 1 else "")
+                print(f"[{time.strftime('%H:%M:%S')}] {label}", flush=True)
+                try:
+                    rows = PHASES[phase](ctx)
+                except Exception as exc:  # one phase failing must not lose the others
+                    tb = traceback.format_exc()
+                    print(tb, file=sys.stderr, flush=True)
+                    rows = [{"key": f"{phase}.error", "phase": phase, "name": "FAILED", "kind": "error",
+                             "metrics": {"error": f"{type(exc).__name__}: {exc}".splitlines()[0], "errors": 1}}]
+                    notes.append(f"{label}: {type(exc).__name__}: {exc}")
+                    if own is not None and not own.alive():
+                        notes.append(f"main broker died during {label} (exit {own.proc.returncode}); restarted")
+                        print(f"main broker died; log tail:\n{own.log_tail()}\nrestarting", file=sys.stderr)
+                        own.start()
+                        ctx.stats = own.stats()
+                for r in rows:
+                    progress(r)
+                    runs.setdefault(r["key"], []).append(r["metrics"])
+                    results.setdefault(r["key"], r)
+        for key, metric_runs in runs.items():
+            results[key]["metrics"] = merge(metric_runs)
+        main_used = args.bootstrap or any(p not in ("durability", "partitions10k") for p in args.phases)
+        if ctx.stats is not None and main_used:
+            mem = ctx.stats.memory_mb()
+            results["memory"] = {"key": "memory", "phase": "memory", "name": "broker after all phases",
+                                 "kind": "memory", "metrics": mem}
+    finally:
+        if own is not None:
+            try:
+                own.stop()
+            except Exception as exc:
+                notes.append(f"stopping the main broker: {exc}")
+        for b in ([own] if own else []) + (ctx.side_brokers if ctx else []):
+            if b.alive():
+                b.stop()
+            count, lines = b.log_problems()
+            if count:
+                problems[b.dir.name] = lines
+                notes.append(f"broker '{b.dir.name}' logged {count} ERROR/Traceback lines")
+        if args.bootstrap and ctx is not None and ctx.created:
+            try:
+                clients.delete_topics(args.bootstrap, ctx.created)
+            except Exception as exc:
+                notes.append(f"deleting benchmark topics: {exc}")
+        if args.keep_data:
+            print(f"data and broker logs kept in {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+    rows = list(results.values())
+    print()
+    print(f"kbroker benchmarks: {command}")
+    print(f"machine: {mach['cores']} cores, {mach['cpu_model']}; load average at end: "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; total {time.time() - started:.0f} s"
+          + (f"; median of {args.repeat} repeats" if args.repeat > 1 else ""))
+    print("MB = 10^6 bytes of message values; CPU-s/GB = broker utime+stime per 10^9 value bytes; "
+          "RSS = broker VmRSS after the run")
+    print(table(rows, args.quick))
+    for n in notes:
+        print(f"note: {n}")
+    for name, lines in problems.items():
+        print(f"broker '{name}' log problems (first {len(lines)}):")
+        for ln in lines:
+            print(f"    {ln}")
+    if args.json:
+        doc = {"command": command, "broker_command": broker_command, "machine": mach, "started": started,
+               "seconds": time.time() - started, "args": vars(args), "scale": vars(scale), "notes": notes,
+               "broker_log_problems": problems,
+               "results": [{**r, "target": judge(r, args.quick)[0], "status": judge(r, args.quick)[1],
+                            "runs": runs.get(r["key"], [])} for r in rows]}
+        Path(args.json).write_text(json.dumps(doc, indent=2, default=str))
+        print(f"results written to {args.json}")
+    return 1 if any(r["kind"] == "error" for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
