@@ -12,6 +12,7 @@ import logging
 import shutil
 import uuid
 from collections.abc import Callable, Mapping
+from collections import Counter
 from pathlib import Path
 
 from kbroker.log.checkpoint import (
@@ -118,9 +119,9 @@ class LogManager:
 
     def _next_log_dir(self) -> Path:
         """Kafka's choice: the log dir holding the fewest partitions."""
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] = counts.get(d, 0) + 1
+        if len(self.log_dirs) == 1:
+            return self.log_dirs[0]
+        counts = Counter(self._dir_of.values())
         return min(self.log_dirs, key=lambda d: counts[d])
 
     def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
