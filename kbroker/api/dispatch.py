@@ -9,7 +9,6 @@ top-level error field, anything unexpected UNKNOWN_SERVER_ERROR, and the broker 
 from __future__ import annotations
 
 import logging
-import struct
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
@@ -32,6 +31,7 @@ from kbroker.wire import legacy as legacy_codec
 from kbroker.wire.fetch_response import encode_fetch_response
 from kbroker.wire.metadata_response import encode_metadata_response
 from kbroker.wire.produce_request import decode_produce_request
+from kbroker.wire.produce_response import encode_produce_response
 from kbroker.wire.protocol import (
     API_VERSIONS_KEY,
     ProtocolError,
@@ -44,7 +44,7 @@ from kbroker.wire.protocol import (
 
 logger = logging.getLogger(__name__)
 
-FETCH_KEY, METADATA_KEY = 1, 3  # encoded by hand on the hot path
+PRODUCE_KEY, FETCH_KEY, METADATA_KEY = 0, 1, 3  # encoded by hand on the hot path
 
 Handler = Callable[[RequestContext, Any], Awaitable[dict | None]]
 
@@ -90,10 +90,9 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | l
         if header.api_key == API_VERSIONS_KEY:
             return api_versions.unsupported_version_response(header.correlation_id, spec.min_version, spec.max_version)
         raise ProtocolError(f"{spec.name} v{header.api_version} is not supported")
-    legacy = header.api_key == 0 and header.api_version < 3
-    if legacy:
+    if header.api_key == PRODUCE_KEY and header.api_version < 3:
         request = legacy_codec.decode_produce_v0_2(frame, body_offset)
-    elif header.api_key == 0:
+    elif header.api_key == PRODUCE_KEY:
         request = decode_produce_request(header.api_version, frame, body_offset)
     else:
         request = decode_request(header, frame, body_offset)
@@ -111,9 +110,8 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | l
         return encode_fetch_response(header.api_version, header.correlation_id, data)
     if header.api_key == METADATA_KEY:
         return encode_metadata_response(header.api_version, header.correlation_id, data)
-    if legacy:
-        body = struct.pack(">i", header.correlation_id) + legacy_codec.encode_produce_response_v0_2(header.api_version, data)
-        return struct.pack(">i", len(body)) + body
+    if header.api_key == PRODUCE_KEY:
+        return encode_produce_response(header.api_version, header.correlation_id, data)
     return encode_response(header, build_response(header, data))
 
 

@@ -44,7 +44,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
         batches = validate_batches(buf)
         if len(batches) != 1:  # Kafka's rule since Produce v3: one batch per partition
             raise InvalidRecordError("Produce requests must carry exactly one record batch per partition")
-        info = partition.append_records_to_leader(buf, batches, acks, rm.min_insync_replicas(topic))
+        info = partition.append_records_to_leader(buf, batches, acks)
         await partition.maybe_flush()
     except KafkaError as exc:
         return _error(index, exc)

@@ -67,6 +67,7 @@ class ReplicaManager:
                 self._wake(tp)
             return
         log_config = log_config_for(self.config, info.configs)
+        min_isr = int(effective_topic_value(self.config, info.configs, "min.insync.replicas"))
         for index, replicas in enumerate(info.assignment):
             tp = TopicPartition(name, index)
             partition = self.partitions.get(tp)
@@ -75,15 +76,11 @@ class ReplicaManager:
                     continue
                 log = self.log_manager.get_or_create_log(tp, log_config)
                 partition = self.partitions[tp] = Partition(tp, log, info.topic_id, replicas, self.node_id, self._wake)
-                partition.set_log_config(log_config)
+                partition.set_log_config(log_config, min_isr)
                 # a leader alone in its ISR owns its whole log: the checkpointed HW may lag after a crash
                 partition.maybe_increment_high_watermark()
             else:
-                partition.set_log_config(log_config)
-
-    def min_insync_replicas(self, topic: str) -> int:
-        info = self.metadata.topic(topic)
-        return int(effective_topic_value(self.config, info.configs if info else {}, "min.insync.replicas"))
+                partition.set_log_config(log_config, min_isr)
 
     # -- lookups ------------------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition:

@@ -30,6 +30,7 @@ class Partition:
         self.isr = [node_id]
         self._on_new_data = on_new_data
         self.flush_interval_messages = log.config.flush_interval_messages
+        self.min_insync_replicas = 1
         self.group_commit = GroupCommit(log)
 
     @property
@@ -57,18 +58,19 @@ class Partition:
     def fetchable_offset(self, read_committed: bool) -> int:
         return self.last_stable_offset if read_committed else self.high_watermark
 
-    def append_records_to_leader(self, buf: bytearray, batches: list, required_acks: int, min_insync_replicas: int):
-        if required_acks == -1 and len(self.isr) < min_insync_replicas:
+    def append_records_to_leader(self, buf: bytearray, batches: list, required_acks: int):
+        if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise NotEnoughReplicasError(
                 f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr requirement of "
-                f"{min_insync_replicas} for partition {self.topic_partition}"
+                f"{self.min_insync_replicas} for partition {self.topic_partition}"
             )
         info = self.log.append_as_leader(buf, batches, leader_epoch=self.leader_epoch)
         self.maybe_increment_high_watermark()
         return info
 
-    def set_log_config(self, config) -> None:
+    def set_log_config(self, config, min_insync_replicas: int) -> None:
         """The log never flushes by itself: `flush.messages` is applied here, with group commit."""
+        self.min_insync_replicas = min_insync_replicas
         self.flush_interval_messages = config.flush_interval_messages
         self.log.update_config(config.with_(flush_interval_messages=LONG_MAX))
 

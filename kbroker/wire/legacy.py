@@ -1,4 +1,4 @@
-"""Hand-written codecs for API versions kio does not generate (Kafka 4 dropped them from its schemas).
+"""Hand-written decoding for API versions kio does not generate (Kafka 4 dropped them from its schemas).
 
 Produce v0–2: librdkafka only compresses with gzip/snappy/lz4 when the broker lists Produce v0
 (it checks the codec against the lowest Produce version), so a broker that starts at v3 silently
@@ -89,25 +89,6 @@ def decode_produce_v0_2(buf: bytes | memoryview, pos: int) -> LegacyProduceReque
     if r.pos != len(r.buf):
         raise ProtocolError("trailing bytes after the Produce request")
     return LegacyProduceRequest(acks, timeout, tuple(topics))
-
-
-def _string(value: str) -> bytes:
-    raw = value.encode("utf-8")
-    return _I16.pack(len(raw)) + raw
-
-
-def encode_produce_response_v0_2(version: int, data: dict[str, Any]) -> bytes:
-    out = [_I32.pack(len(data["responses"]))]
-    for topic in data["responses"]:
-        out.append(_string(topic["name"]))
-        out.append(_I32.pack(len(topic["partition_responses"])))
-        for p in topic["partition_responses"]:
-            out.append(_I32.pack(p["index"]) + _I16.pack(int(p["error_code"])) + _I64.pack(p["base_offset"]))
-            if version >= 2:
-                out.append(_I64.pack(p["log_append_time"]))
-    if version >= 1:
-        out.append(_I32.pack(data.get("throttle_time", 0)))
-    return b"".join(out)
 
 
 # -- message format v0/v1 (magic 0 and 1), up-converted to one record batch v2 -----------------------

@@ -26,9 +26,9 @@ def rm(tmp_path):
     return manager
 
 
-def _append(partition, n=1, acks=1, min_isr=1):
+def _append(partition, n=1, acks=1):
     buf = bytearray(build_batch([Record(i, 0, None, b"x", []) for i in range(n)]))
-    return partition.append_records_to_leader(buf, validate_batches(buf), acks, min_isr)
+    return partition.append_records_to_leader(buf, validate_batches(buf), acks)
 
 
 def test_partitions_follow_metadata(rm):
@@ -44,7 +44,7 @@ def test_append_moves_high_watermark_and_min_isr_is_checked(rm):
     _append(partition, 3)
     assert (partition.high_watermark, partition.last_stable_offset) == (3, 3)
     with pytest.raises(NotEnoughReplicasError):
-        _append(partition, acks=-1, min_isr=rm.min_insync_replicas("t"))
+        _append(partition, acks=-1)  # min.insync.replicas=2 with an ISR of one
 
 
 def test_parked_fetch_wakes_on_append_not_on_timeout(rm):
