@@ -53,6 +53,7 @@ def test_truncate_and_reset(tmp_path):
     idx.truncate_to(21)
     assert idx.entries == 2
     idx.append(25, 250)
+    idx.flush()
     assert OffsetIndex(idx.path, 0, 1024).entries == 3
     idx.reset()
     assert idx.entries == 0 and idx.path.stat().st_size == 0
@@ -65,4 +66,21 @@ def test_torn_tail_entry_is_dropped(tmp_path):
     assert idx.entries == 1
     assert p.stat().st_size == 8
     idx.append(2, 20)
+    idx.close()
     assert OffsetIndex(p, 0, 1024).entries == 2
+
+
+def test_entries_are_written_behind_and_reach_the_file_on_flush_and_close(tmp_path):
+    p = tmp_path / "0.index"
+    idx = OffsetIndex(p, 0, 1 << 20)
+    idx.append(1, 10)
+    assert idx.entries == 1 and idx.lookup(5).offset == 1  # served from memory at once
+    assert not p.exists() or p.stat().st_size == 0  # no syscall per entry
+    idx.flush()
+    assert p.stat().st_size == 8
+    for i in range(2, 2 + OffsetIndex.WRITE_BEHIND // 8):
+        idx.append(i, i * 10)
+    assert p.stat().st_size == 8 + OffsetIndex.WRITE_BEHIND  # a full group went out by itself
+    idx.append(10_000, 100_000)
+    idx.close()
+    assert OffsetIndex(p, 0, 1 << 20).entries == idx.entries
