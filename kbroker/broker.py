@@ -6,12 +6,16 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from pathlib import Path
+import uuid
 
-from kbroker.config import BrokerConfig, validate_topic_configs
-from kbroker.errors import InvalidPartitionsError, KafkaError, InvalidRequestError
-from kbroker.errors import ErrorCode
-from kbroker.log.config import LogConfig
+from kbroker.config import BrokerConfig, log_config_for, validate_topic_configs
+from kbroker.errors import (
+    ErrorCode,
+    InvalidPartitionsError,
+    KafkaError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
 from kbroker.log.log_manager import LogManager
 from kbroker.metadata.store import (
     BrokerInfo,
@@ -22,7 +26,6 @@ from kbroker.metadata.store import (
     validate_topic_name,
 )
 from kbroker.replica.manager import ReplicaManager
-from kbroker.config import log_config_for
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +86,6 @@ class Broker:
         configs = {k: v for k, v in (configs or {}).items() if v is not None}
         validate_topic_configs(configs)
         if self.metadata.topic(name) is not None:
-            from kbroker.errors import TopicAlreadyExistsError
-
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
         brokers = self.metadata.brokers()
         if assignment is None:
@@ -94,8 +95,6 @@ class Broker:
         else:
             validate_assignment(brokers, assignment)
         if validate_only:
-            import uuid
-
             return TopicInfo(name, uuid.UUID(int=0), assignment, configs)
         return self.metadata.create_topic(name, assignment, configs)
 
@@ -108,8 +107,6 @@ class Broker:
                           validate_only: bool = False) -> None:
         info = self.metadata.topic(name)
         if info is None:
-            from kbroker.errors import UnknownTopicOrPartitionError
-
             raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
         current = info.num_partitions
         if count < current:

@@ -45,7 +45,6 @@ def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool,
 
 
 async def handle(ctx: RequestContext, request) -> dict:
-    version = ctx.version
     if request.session_id != 0 or request.session_epoch > 0:
         code = ErrorCode.fetch_session_id_not_found if request.session_id != 0 else ErrorCode.invalid_fetch_session_epoch
         return {"throttle_time": 0, "error_code": code, "session_id": 0, "responses": []}

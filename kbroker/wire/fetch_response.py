@@ -12,22 +12,12 @@ import struct
 import uuid
 from typing import Any, Iterable
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
+from kbroker.wire.primitives import I16 as _I16, I32 as _I32, I64 as _I64, length as _length, string as _string
+
 _PARTITION_FIXED = struct.Struct(">ihqqq")  # partition_index, error_code, high_watermark, lso, log_start
 _NO_LOG_START = struct.Struct(">ihqq")
 
 Chunk = Any  # bytes, or a file range with `.size`
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 class _Writer:
@@ -43,31 +33,22 @@ class _Writer:
         self.buf += data
 
     def array_length(self, n: int | None) -> None:
-        if self.flexible:
-            self.buf += _uvarint(0 if n is None else n + 1)
-        else:
-            self.buf += _I32.pack(-1 if n is None else n)
+        self.buf += _length(n, self.flexible)
 
     def string(self, value: str) -> None:
-        data = value.encode()
-        self.buf += _uvarint(len(data) + 1) if self.flexible else _I16.pack(len(data))
-        self.buf += data
+        self.buf += _string(value, self.flexible)
 
     def no_tags(self) -> None:
         if self.flexible:
             self.buf.append(0)
 
     def records(self, records: bytes | Iterable[Chunk] | None) -> None:
-        if records is None:
-            self.array_length(None)
-            return
-        if isinstance(records, (bytes, bytearray, memoryview)):
-            self.buf += _uvarint(len(records) + 1) if self.flexible else _I32.pack(len(records))
-            self.buf += records
+        if records is None or isinstance(records, (bytes, bytearray, memoryview)):
+            self.buf += _length(None if records is None else len(records), self.flexible)
+            self.buf += records or b""
             return
         ranges = [r for r in records if r.size]
-        total = sum(r.size for r in ranges)
-        self.buf += _uvarint(total + 1) if self.flexible else _I32.pack(total)
+        self.buf += _length(sum(r.size for r in ranges), self.flexible)
         for r in ranges:
             self._cut()
             self.chunks.append(r)

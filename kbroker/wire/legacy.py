@@ -10,52 +10,10 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any
 
 from kbroker.wire.protocol import ProtocolError
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-MAX_ARRAY = 1_000_000  # more elements than bytes a request may hold is garbage
-
-
-class _Reader:
-    def __init__(self, buf: bytes | memoryview, pos: int) -> None:
-        self.buf = memoryview(buf)
-        self.pos = pos
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise ProtocolError("field runs past the end of the request")
-        view = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return view
-
-    def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def string(self) -> str:
-        length = self.i16()
-        if length < 0:
-            raise ProtocolError("null where a string is required")
-        try:
-            return bytes(self._take(length)).decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ProtocolError("string is not UTF-8") from exc
-
-    def nullable_bytes(self) -> bytes | None:
-        length = self.i32()
-        return None if length == -1 else bytes(self._take(length))
-
-    def array_length(self) -> int:
-        count = self.i32()
-        if count < -1 or count > MAX_ARRAY:
-            raise ProtocolError(f"invalid array length {count}")
-        return max(count, 0)
+from kbroker.wire.primitives import I32 as _I32, I64 as _I64, DecodeError, Reader
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,14 +37,20 @@ class LegacyProduceRequest:
 
 
 def decode_produce_v0_2(buf: bytes | memoryview, pos: int) -> LegacyProduceRequest:
-    r = _Reader(buf, pos)
-    acks, timeout = r.i16(), r.i32()
-    topics = []
-    for _ in range(r.array_length()):
-        name = r.string()
-        partitions = tuple(PartitionProduceData(r.i32(), r.nullable_bytes()) for _ in range(r.array_length()))
-        topics.append(TopicProduceData(name, partitions))
-    if r.pos != len(r.buf):
+    r = Reader(buf, pos, flexible=False)
+    try:
+        acks, timeout = r.i16(), r.i32()
+        topics = []
+        for _ in range(r.array_length()):
+            name = r.string()
+            partitions = []
+            for _ in range(r.array_length()):
+                index, records = r.i32(), r.bytes_view()
+                partitions.append(PartitionProduceData(index, None if records is None else bytes(records)))
+            topics.append(TopicProduceData(name, tuple(partitions)))
+    except DecodeError as exc:
+        raise ProtocolError(f"malformed legacy Produce: {exc}") from exc
+    if not r.at_end():
         raise ProtocolError("trailing bytes after the Produce request")
     return LegacyProduceRequest(acks, timeout, tuple(topics))
 

@@ -12,8 +12,8 @@ import uuid
 from functools import lru_cache
 from typing import Any
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
+from kbroker.wire.primitives import I16 as _I16, I32 as _I32, length as _length, string as _string, uvarint as _uvarint
+
 _PARTITION_HEAD = struct.Struct(">hii")  # error_code, partition_index, leader_id
 _PARTITION_HEAD_EPOCH = struct.Struct(">hiii")  # ... and leader_epoch (v7+)
 _UUID_ZERO = uuid.UUID(int=0)
@@ -26,15 +26,6 @@ def _int_array(flexible: bool, values: tuple[int, ...]) -> bytes:
     return head + struct.pack(f">{len(values)}i", *values)
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def encode_metadata_response(version: int, correlation_id: int, data: dict[str, Any]) -> bytes:
     flexible = version >= 9
     out = bytearray(_I32.pack(correlation_id))
@@ -42,13 +33,10 @@ def encode_metadata_response(version: int, correlation_id: int, data: dict[str, 
     out += tags  # response header v1
 
     def array_len(n: int) -> bytes:
-        return _uvarint(n + 1) if flexible else _I32.pack(n)
+        return _length(n, flexible)
 
     def string(value: str | None) -> bytes:
-        if value is None:
-            return b"\x00" if flexible else _I16.pack(-1)
-        raw = value.encode()
-        return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+        return _string(value, flexible)
 
 
     if version >= 3:

@@ -11,19 +11,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
+from kbroker.wire.primitives import I32 as _I32, I64 as _I64, length as _length, string as _string
+
 _BASE = struct.Struct(">ihq")  # index, error_code, base_offset
-_I64 = struct.Struct(">q")
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def encode_produce_response(version: int, correlation_id: int, data: dict[str, Any]) -> bytes:
@@ -33,13 +23,10 @@ def encode_produce_response(version: int, correlation_id: int, data: dict[str, A
     out += tags
 
     def length(n: int) -> bytes:
-        return _uvarint(n + 1) if flexible else _I32.pack(n)
+        return _length(n, flexible)
 
     def string(value: str | None) -> bytes:
-        if value is None:
-            return b"\x00" if flexible else _I16.pack(-1)
-        raw = value.encode()
-        return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+        return _string(value, flexible)
 
     topics = data["responses"]
     out += length(len(topics))
