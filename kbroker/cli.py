@@ -43,6 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     except (KafkaError, OSError) as exc:
         print(f"kbroker: {exc}", file=sys.stderr)
         return 2
+    if config.is_set("zookeeper.connect"):
+        print("kbroker: cluster mode (zookeeper.connect) is not available yet; unset it to run the "
+              "embedded single-node broker", file=sys.stderr)
+        return 2
     for key in config.unknown:
         logging.getLogger("kbroker.config").warning("ignoring unknown config %s", key)
     _raise_open_files_limit()

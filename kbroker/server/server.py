@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 from typing import Any
 
 import trio
@@ -105,7 +106,21 @@ class KafkaServer:
     def port(self) -> int:
         return self.listeners[0].socket.getsockname()[1]
 
+    def _configure_socket(self, stream: trio.SocketStream) -> None:
+        # Kafka sets these by default (100 KiB); here only when the operator asks, because fixed
+        # buffers switch off the kernel's autotuning, which serves loopback and fast links better.
+        for key, option in (("socket.send.buffer.bytes", socket.SO_SNDBUF),
+                            ("socket.receive.buffer.bytes", socket.SO_RCVBUF)):
+            if self.config.is_set(key) and self.config.get(key) > 0:
+                stream.setsockopt(socket.SOL_SOCKET, option, self.config.get(key))
+
     async def _handle_connection(self, stream: trio.SocketStream) -> None:
+        if len(self._connections) >= self.config.get("max.connections"):
+            logger.warning("refusing a connection: max.connections=%d reached", self.config.get("max.connections"))
+            await stream.aclose()
+            return
+        self._configure_socket(stream)
+        idle_timeout = self.config.get("connections.max.idle.ms") / 1000
         conn = _Connection()
         self._connections.add(conn)
         decoder = FrameDecoder(self.config.get("socket.request.max.bytes"))
@@ -126,9 +141,11 @@ class KafkaServer:
                             if isinstance(frame, bytearray) and len(frame) <= REUSE_LIMIT:
                                 reusable = frame  # kept for this connection's next large frame
                         else:
-                            data = await stream.receive_some(RECEIVE_CHUNK)
+                            data = b""
+                            with trio.move_on_after(idle_timeout if idle_timeout > 0 else float("inf")):
+                                data = await stream.receive_some(RECEIVE_CHUNK)
                             if not data:
-                                return
+                                return  # closed by the peer, or idle for connections.max.idle.ms
                             decoder.receive_data(data)
                             continue
                     conn.busy = True

@@ -328,3 +328,22 @@ async def test_flush_messages_1_acknowledges_only_synced_data_and_shares_fsyncs(
     finally:
         FlushPlan.run = original_run
     assert 0 < len(fsyncs) < 40  # 80 acknowledged produce requests, far fewer fsyncs
+
+
+@trio_test
+async def test_idle_connections_are_closed_and_max_connections_is_enforced(config):
+    config.explicit["connections.max.idle.ms"] = 300
+    config.explicit["max.connections"] = 2
+
+    async def body(server):
+        idle = await trio.open_tcp_stream("127.0.0.1", server.port)
+        busy = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await busy.send_all(_request(18, 0))
+        assert await _read_frame(busy) is not None
+        third = await trio.open_tcp_stream("127.0.0.1", server.port)
+        assert await _closed(third)  # over max.connections
+        start = trio.current_time()
+        assert await _closed(idle)
+        assert trio.current_time() - start < 3
+
+    await _with_server(config, body)
