@@ -45,8 +45,9 @@ def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool,
 
 
 async def handle(ctx: RequestContext, request) -> dict:
-    if request.session_id != 0 or request.session_epoch > 0:
-        code = ErrorCode.fetch_session_id_not_found if request.session_id != 0 else ErrorCode.invalid_fetch_session_epoch
+    session_id, session_epoch = getattr(request, "session_id", 0), getattr(request, "session_epoch", -1)  # v7+
+    if session_id != 0 or session_epoch > 0:
+        code = ErrorCode.fetch_session_id_not_found if session_id != 0 else ErrorCode.invalid_fetch_session_epoch
         return {"throttle_time": 0, "error_code": code, "session_id": 0, "responses": []}
     read_committed = request.isolation_level == 1
     replica_state = getattr(request, "replica_state", None)
