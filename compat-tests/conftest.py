@@ -301,17 +301,7 @@ def kbroker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
         yield ExternalBroker(EXTERNAL)
         return
     workdir = tmp_path_factory.mktemp(f"kbroker-{request.module.__name__.rsplit('.', 1)[-1]}")
-    broker = Broker(workdir, _overrides_for(request))
-    try:
-        try:
-            broker.start()
-        except BrokerStartError as e:
-            pytest.fail(str(e), pytrace=False)
-        yield broker
-    finally:
-        broker.stop()
-        if broker in _LIVE_BROKERS:
-            _LIVE_BROKERS.remove(broker)
+    yield from _running(Broker(workdir, _overrides_for(request)))
 
 
 @pytest.fixture
@@ -319,7 +309,11 @@ def fresh_kbroker(tmp_path: Path):
     """A broker of the test's own, for tests that kill or restart it."""
     if EXTERNAL:
         pytest.skip("KBROKER_COMPAT_EXTERNAL set: no broker process of our own to kill")
-    broker = Broker(tmp_path / "broker")
+    yield from _running(Broker(tmp_path / "broker"))
+
+
+def _running(broker: Broker):
+    """Start `broker` for a fixture, and stop it (by PID) whatever happens."""
     try:
         try:
             broker.start()

@@ -27,7 +27,6 @@ from kbroker.api import (
 )
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, error_code_of
-from kbroker.wire import legacy as legacy_codec
 from kbroker.wire.fetch_response import encode_fetch_response
 from kbroker.wire.metadata_response import encode_metadata_response
 from kbroker.wire.produce_request import decode_produce_request
@@ -90,9 +89,7 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | l
         if header.api_key == API_VERSIONS_KEY:
             return api_versions.unsupported_version_response(header.correlation_id, spec.min_version, spec.max_version)
         raise ProtocolError(f"{spec.name} v{header.api_version} is not supported")
-    if header.api_key == PRODUCE_KEY and header.api_version < 3:
-        request = legacy_codec.decode_produce_v0_2(frame, body_offset)
-    elif header.api_key == PRODUCE_KEY:
+    if header.api_key == PRODUCE_KEY:
         request = decode_produce_request(header.api_version, frame, body_offset)
     else:
         request = decode_request(header, frame, body_offset)

@@ -1,61 +1,16 @@
-"""Hand-written decoding for API versions kio does not generate (Kafka 4 dropped them from its schemas).
+"""Message format v0/v1 (magic 0 and 1), as Produce v0–2 carry it, up-converted to a v2 batch.
 
-Produce v0–2: librdkafka only compresses with gzip/snappy/lz4 when the broker lists Produce v0
-(it checks the codec against the lowest Produce version), so a broker that starts at v3 silently
-gets uncompressed data. The v0–2 request layout is v3 without `transactional_id`; record data
-inside must still be record batches v2, which the Produce handler enforces for every version.
+kbroker serves Produce from v0 because librdkafka only compresses with gzip/snappy/lz4 when the
+broker lists Produce v0 (it checks the codec against the lowest Produce version). Old clients
+that pin those versions send legacy message sets; Kafka 3.x converts them on append, and so does
+kbroker, so the log holds record batches v2 only.
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 
-from kbroker.wire.protocol import ProtocolError
-
-from kbroker.wire.primitives import I32 as _I32, I64 as _I64, DecodeError, Reader
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionProduceData:
-    index: int
-    records: bytes | None
-
-
-@dataclass(frozen=True, slots=True)
-class TopicProduceData:
-    name: str
-    partition_data: tuple[PartitionProduceData, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class LegacyProduceRequest:
-    acks: int
-    timeout: int
-    topic_data: tuple[TopicProduceData, ...]
-    transactional_id: None = None
-
-
-def decode_produce_v0_2(buf: bytes | memoryview, pos: int) -> LegacyProduceRequest:
-    r = Reader(buf, pos, flexible=False)
-    try:
-        acks, timeout = r.i16(), r.i32()
-        topics = []
-        for _ in range(r.array_length()):
-            name = r.string()
-            partitions = []
-            for _ in range(r.array_length()):
-                index, records = r.i32(), r.bytes_view()
-                partitions.append(PartitionProduceData(index, None if records is None else bytes(records)))
-            topics.append(TopicProduceData(name, tuple(partitions)))
-    except DecodeError as exc:
-        raise ProtocolError(f"malformed legacy Produce: {exc}") from exc
-    if not r.at_end():
-        raise ProtocolError("trailing bytes after the Produce request")
-    return LegacyProduceRequest(acks, timeout, tuple(topics))
-
-
-# -- message format v0/v1 (magic 0 and 1), up-converted to one record batch v2 -----------------------
+from kbroker.wire.primitives import I32 as _I32, I64 as _I64
 
 def is_legacy_message_set(records: bytes | None) -> bool:
     """Magic sits at byte 16 in both layouts (offset, size, crc | base offset, length, epoch)."""

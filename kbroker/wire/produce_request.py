@@ -2,8 +2,8 @@
 
 kio copies each partition's records out of the frame; this decoder hands them over as writable
 memoryviews into the frame itself, so the log patches base offsets in place and writes the
-client's bytes with no copy at all. Covers Produce v3–11 (flexible from v9); v0–2 live in
-`legacy.py`. Tests check it against kio's reader.
+client's bytes with no copy at all. Covers Produce v0–11 (flexible from v9; v0–2 are v3 without
+`transactional_id`, and kio has no schema for them). Tests check it against kio's reader.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ class ProduceRequest:
 
 
 def decode_produce_request(version: int, frame: bytearray | memoryview, offset: int) -> ProduceRequest:
-    """Decode Produce v3–11 from `frame` (kept writable: records are views into it)."""
+    """Decode Produce v0–11 from `frame` (kept writable: records are views into it)."""
     r = Reader(frame, offset, flexible=version >= 9)
     try:
-        transactional_id = r.string(nullable=True)
+        transactional_id = r.string(nullable=True) if version >= 3 else None
         acks, timeout = r.i16(), r.i32()
         topics = []
         for _ in range(r.array_length()):

@@ -6,10 +6,10 @@ import pytest
 
 from kbroker.errors import CorruptRecordError
 from kbroker.wire.legacy import (
-    decode_produce_v0_2,
     is_legacy_message_set,
     up_convert_message_set,
 )
+from kbroker.wire.produce_request import decode_produce_request
 from kbroker.wire.records import decode_records, validate_batches
 
 
@@ -59,6 +59,6 @@ def test_produce_v2_request_decodes():
     records = message(1, None, b"v", ts=1)
     body = struct.pack(">hii", -1, 1000, 1) + struct.pack(">h", 1) + b"t" + struct.pack(">ii", 1, 3)
     body += struct.pack(">i", len(records)) + records
-    request = decode_produce_v0_2(body, 0)
-    assert (request.acks, request.timeout, request.topic_data[0].name) == (-1, 1000, "t")
+    request = decode_produce_request(2, bytearray(body), 0)
+    assert (request.transactional_id, request.acks, request.timeout, request.topic_data[0].name) == (None, -1, 1000, "t")
     assert request.topic_data[0].partition_data[0].records == records
