@@ -10,9 +10,8 @@ from kbroker.log.topic_partition import TopicPartition
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4, -5
 
 
-def lookup(ctx: RequestContext, tp: TopicPartition, timestamp: int, read_committed: bool) -> tuple[int, int]:
+def lookup(partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
     """(timestamp, offset) for one partition as Kafka answers it; -1/-1 when nothing qualifies."""
-    partition = ctx.broker.replica_manager.get_leader_partition(tp)
     log = partition.log
     limit = partition.fetchable_offset(read_committed)
     if timestamp == LATEST:
@@ -41,8 +40,8 @@ async def handle(ctx: RequestContext, request) -> dict:
         for p in topic.partitions:
             entry = {"partition_index": p.partition_index, "leader_epoch": -1}
             try:
-                ts, offset = lookup(ctx, TopicPartition(topic.name, p.partition_index), p.timestamp, read_committed)
-                partition = ctx.broker.replica_manager.partitions[(topic.name, p.partition_index)]
+                partition = ctx.broker.replica_manager.get_leader_partition(TopicPartition(topic.name, p.partition_index))
+                ts, offset = lookup(partition, p.timestamp, read_committed)
                 entry.update(error_code=ErrorCode.none, timestamp=ts, offset=offset,
                              leader_epoch=partition.leader_epoch)
             except KafkaError as exc:

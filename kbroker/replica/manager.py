@@ -40,9 +40,6 @@ class FetchPartitionResult:
     def size(self) -> int:
         return sum(r.size for r in self.records)
 
-    def read_bytes(self) -> bytes:
-        return b"".join(r.read() for r in self.records)
-
 
 class ReplicaManager:
     def __init__(self, node_id: int, config: BrokerConfig, log_manager: LogManager, metadata: MetadataStore) -> None:

@@ -21,7 +21,6 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial._implicit_defaults import get_implicit_default
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 from kio.schema.errors import ErrorCode
-from kio.static.constants import EntityType
 
 API_VERSIONS_KEY = 18
 _HEADER = struct.Struct(">hhi")
@@ -254,7 +253,3 @@ def to_ms(value: Any) -> int:
     if value is None:
         return -1
     return int(value)
-
-
-def is_request_type(entity: Any) -> bool:
-    return getattr(entity, "__type__", None) is EntityType.request
