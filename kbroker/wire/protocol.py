@@ -22,6 +22,8 @@ from kio.serial._implicit_defaults import get_implicit_default
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 from kio.schema.errors import ErrorCode
 
+from kbroker.wire.request_guard import check_request_bounds
+
 API_VERSIONS_KEY = 18
 _HEADER = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
@@ -130,9 +132,11 @@ def _skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
 
 def decode_request(header: RequestHeader, frame: bytes | memoryview, body_offset: int) -> Any:
     """Decode the body of a request whose version kio knows; ProtocolError on garbage."""
-    _cls, reader = _request_codec(header.api_key, header.api_version)
+    cls, reader = _request_codec(header.api_key, header.api_version)
     try:
-        entity, _size = reader(memoryview(frame).toreadonly(), body_offset)
+        view = memoryview(frame).toreadonly()
+        check_request_bounds(cls, view, body_offset)  # before kio's native reader allocates
+        entity, _size = reader(view, body_offset)
     except Exception as exc:  # kio raises a variety of errors on malformed input
         raise ProtocolError(f"malformed {api_name(header.api_key)} v{header.api_version} body: {exc!r}") from exc
     return entity
