@@ -129,6 +129,8 @@ class Broker:
         lm = self.log_manager
         return [
             (c.get("log.retention.check.interval.ms") / 1000, lambda: lm.cleanup_logs(now_ms())),
+            *([(max(c.get("log.cleaner.backoff.ms"), 1) / 1000, lambda: lm.clean_compacted_logs(now_ms()))]
+              if c.get("log.cleaner.enable") else []),
             (min(c.get("log.flush.scheduler.interval.ms"), 1000) / 1000, lambda: lm.flush_dirty_logs(now_ms())),
             (c.get("replica.high.watermark.checkpoint.interval.ms") / 1000, lm.checkpoint_high_watermarks),
             (c.get("log.flush.offset.checkpoint.interval.ms") / 1000, lm.checkpoint_recovery_points),

@@ -151,6 +151,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("replica.high.watermark.checkpoint.interval.ms", _L, 5000, "High watermark checkpoint interval."),
         ConfigDef("log.segment.delete.delay.ms", _L, 60000, "Delay before deleting a removed segment's files."),
         ConfigDef("log.cleanup.policy", _LIST, ["delete"], "delete and/or compact.", choices=_CLEANUP),
+        ConfigDef("log.cleaner.enable", _B, True, "Compact logs with cleanup.policy compact."),
+        ConfigDef("log.cleaner.backoff.ms", _L, 15000, "Pause between log cleaner passes.", _at_least(0)),
         ConfigDef("log.cleaner.delete.retention.ms", _L, 86400000, "How long tombstones are kept."),
         ConfigDef("log.cleaner.min.compaction.lag.ms", _L, 0, "Minimum age before compaction."),
         ConfigDef("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX, "Maximum age before compaction."),
@@ -404,4 +406,7 @@ def log_config_for(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogCon
         cleanup_policy=",".join(policy),
         file_delete_delay_ms=value("file.delete.delay.ms"),
         preallocate=value("preallocate"),
+        delete_retention_ms=value("delete.retention.ms"),
+        min_cleanable_dirty_ratio=value("min.cleanable.dirty.ratio"),
+        min_compaction_lag_ms=value("min.compaction.lag.ms"),
     )

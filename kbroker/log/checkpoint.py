@@ -1,5 +1,5 @@
 """Kafka's offset checkpoint files (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`,
-`replication-offset-checkpoint`): text "version\\ncount\\n" then one `topic partition offset` line per
+`replication-offset-checkpoint`, `cleaner-offset-checkpoint`): text "version\\ncount\\n" then one `topic partition offset` line per
 partition. Written atomically: tmp file, fsync, rename, fsync of the directory.
 """
 
@@ -17,12 +17,14 @@ __all__ = [
     "RECOVERY_POINT_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "REPLICATION_OFFSET_CHECKPOINT",
+    "CLEANER_OFFSET_CHECKPOINT",
     "write_atomically",
 ]
 
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"  # how far each compacted log is clean
 
 _VERSION = 0
 _MAX_ENTRIES = 10_000_000  # a count beyond this is corruption, not a real broker

@@ -26,13 +26,20 @@ class LogConfig:
     flush_interval_messages: int = LONG_MAX
     flush_interval_ms: int = LONG_MAX
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
-    cleanup_policy: str = "delete"  # "compact" is accepted but not implemented: retention then only honours log start
+    cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
     file_delete_delay_ms: int = 60000
     preallocate: bool = False  # accepted for compatibility; files are never preallocated
+    delete_retention_ms: int = 86400000  # how long tombstones survive cleaning
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
 
     @property
     def delete_enabled(self) -> bool:
         return "delete" in self.cleanup_policy.replace(" ", "").split(",")
+
+    @property
+    def compact_enabled(self) -> bool:
+        return "compact" in self.cleanup_policy.replace(" ", "").split(",")
 
     @property
     def log_append_time(self) -> bool:

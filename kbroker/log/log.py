@@ -27,9 +27,11 @@ from kbroker.log.config import LogConfig
 from kbroker.log.producer_state import ProducerAppendInfo, ProducerStateManager
 from kbroker.log.records_view import FetchDataInfo
 from kbroker.log.segment import (
+    CLEANED_SUFFIX,
     DELETED_SUFFIX,
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    SWAP_SUFFIX,
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
@@ -46,7 +48,7 @@ from kbroker.wire.records import (
 __all__ = ["Log", "LogAppendInfo", "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "wall_clock_ms"]
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86400000  # Kafka's producer.id.expiration.ms
-_STRAY_SUFFIXES = (DELETED_SUFFIX, ".cleaned", ".swap", ".tmp")
+_STRAY_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
 
 
 def wall_clock_ms() -> int:
@@ -86,7 +88,7 @@ class FlushPlan:
 
 
 class Log:
-    def __init__(self, dir: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
+    def __init__(self, dir: Path, config: LogConfig, now_ms: Callable[[], int], *, cleaned: bool = False) -> None:
         self.dir = Path(dir)
         try:
             self.topic_partition: TopicPartition | None = TopicPartition.from_dir_name(self.dir.name)
@@ -105,6 +107,8 @@ class Log:
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._dir_dirty = False
         self.closed = False
+        # Compaction leaves offset gaps; recovery must then not read a gap as damage.
+        self.cleaned = cleaned
 
     # --- loading ----------------------------------------------------------------------------------
 
@@ -119,6 +123,7 @@ class Log:
         high_watermark: int | None = None,
         had_clean_shutdown: bool = False,
         now_ms: Callable[[], int] = wall_clock_ms,
+        cleaned: bool = False,
     ) -> Log:
         """Load (creating if needed) the log in `dir`.
 
@@ -126,10 +131,12 @@ class Log:
         `recovery_point` onwards are recovered (all skipped after a clean shutdown, except segments
         whose index is missing); the first invalid batch truncates its segment and deletes every
         later segment. Producer state comes from the newest snapshot plus a replay of the log.
+        An interrupted cleaner swap is completed (see `_complete_swaps`). `cleaned` says the log
+        may hold compacted segments (offset gaps are then valid); compacted topics imply it.
         """
         dir = Path(dir)
         dir.mkdir(parents=True, exist_ok=True)
-        log = cls(dir, config, now_ms)
+        log = cls(dir, config, now_ms, cleaned=cleaned)
         log._load(recovery_point, log_start_offset, had_clean_shutdown)
         hw = log.log_start_offset if high_watermark is None else high_watermark
         log.update_high_watermark(hw)
@@ -155,13 +162,57 @@ class Log:
         self._dir_dirty = True
         return seg
 
+    @property
+    def allows_offset_gaps(self) -> bool:
+        return self.cleaned or self.config.compact_enabled
+
+    def _complete_swaps(self, swap_bases: list[int]) -> None:
+        """Kafka's recovery of an interrupted `replace_segments`: a `.log.swap` file was fully
+        written and fsynced, so it wins (unless it fails recovery). The segments it replaces are those whose base offset lies
+        in [swap base, swap next offset) and those files go; the swap is renamed into place. Its
+        indexes are rebuilt at load (the `.index.swap` files were deleted)."""
+        for base in swap_bases:
+            seg = LogSegment.open(self.dir, base, index_interval_bytes=self.config.index_interval_bytes,
+                                  max_index_size=self.config.segment_index_bytes, now_ms=self._now_ms(),
+                                  file_suffix=SWAP_SUFFIX)
+            if seg.recover(allow_offset_gaps=True) > 0:
+                # Swaps are fsynced before they get their name, so this one is damage: keep the
+                # segments it would have replaced, as if the clean had never run.
+                seg.delete()
+                continue
+            end = max(seg.read_next_offset(), base + 1)
+            for p in list(self.dir.iterdir()):
+                stem, _, suffix = p.name.partition(".")
+                if (
+                    stem.isdigit() and len(stem) == 20 and base <= int(stem) < end
+                    and "." + suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                ):
+                    p.unlink(missing_ok=True)
+            seg.change_file_suffixes(SWAP_SUFFIX, "")
+            seg.close_handlers()
+            for p in (seg.offset_index.path, seg.time_index.path):  # rebuilt from the log below
+                p.unlink(missing_ok=True)
+        if swap_bases:
+            fsync_dir(self.dir)
+
     def _load(self, recovery_point: int, log_start_offset: int, clean: bool) -> None:
         bases: list[int] = []
+        swap_bases: list[int] = []
         for p in list(self.dir.iterdir()):
             name = p.name
-            if name.endswith(_STRAY_SUFFIXES):
+            if name.endswith(SWAP_SUFFIX):
+                stem = name.partition(".")[0]
+                if name.endswith(LOG_SUFFIX + SWAP_SUFFIX) and stem.isdigit() and len(stem) == 20:
+                    swap_bases.append(int(stem))
+                else:  # index swap files: rebuilt from the log
+                    p.unlink(missing_ok=True)
+            elif name.endswith(_STRAY_SUFFIXES):
                 p.unlink(missing_ok=True)
-                continue
+        if swap_bases:
+            self.cleaned = True
+            self._complete_swaps(sorted(swap_bases))
+        for p in list(self.dir.iterdir()):
+            name = p.name
             stem, dot, suffix = name.partition(".")
             if not stem.isdigit() or len(stem) != 20:
                 continue
@@ -185,7 +236,11 @@ class Log:
         for i, seg in enumerate(self.segments):
             if not needs_recovery[i]:
                 continue
-            if seg.recover() > 0 or (i + 1 < len(self.segments) and seg.read_next_offset() != self._bases[i + 1]):
+            gaps = self.allows_offset_gaps
+            if seg.recover(gaps) > 0 or (
+                i + 1 < len(self.segments)
+                and (seg.read_next_offset() > self._bases[i + 1] if gaps else seg.read_next_offset() != self._bases[i + 1])
+            ):
                 # Everything after the first invalid batch is unreachable: drop later segments.
                 for later in self.segments[i + 1 :]:
                     later.delete()
@@ -201,7 +256,7 @@ class Log:
             except CorruptRecordError:
                 clean_tail = False
             if not clean_tail:
-                active.recover()
+                active.recover(self.allows_offset_gaps)
         if not self.segments:
             seg = self._new_segment(log_start_offset)
             self.segments.append(seg)
@@ -222,6 +277,10 @@ class Log:
         psm.replay((h for _seg, _pos, h in self._batches_from(start)), end_offset=self.log_end_offset)
         psm.update_map_end_offset(self.log_end_offset)
         psm.take_snapshot(sync=False)
+
+    def batches_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
+        """(segment, position, header) of every batch whose last offset >= `offset`, in order."""
+        return self._batches_from(offset)
 
     def _batches_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
         """Headers of every batch whose last offset >= `offset`, across segments."""
@@ -249,6 +308,12 @@ class Log:
     @property
     def unflushed_messages(self) -> int:
         return self.log_end_offset - self.recovery_point
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The high watermark, or the first offset of an ongoing transaction below it."""
+        unstable = self.producer_state.first_unstable_offset()
+        return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
@@ -451,6 +516,26 @@ class Log:
         for seg in due:
             seg.delete()
         return len(due)
+
+    def replace_segments(self, new: LogSegment, old: list[LogSegment]) -> None:
+        """Kafka's replaceSegments for the log cleaner: `new` (written and fsynced under the
+        `.cleaned` suffix, holding the surviving batches of the consecutive segments `old`) takes
+        their place. Steps, each recoverable at load: `.cleaned` -> `.swap`; the old segments are
+        renamed `.deleted` (their fds stay open for file.delete.delay.ms, so in-flight reads
+        finish); `.swap` -> live name."""
+        i = self.segments.index(old[0])
+        if self.segments[i : i + len(old)] != old or new.base_offset != old[0].base_offset:
+            raise ValueError("replaced segments must be consecutive and start at the new segment's base offset")
+        if self.segments[i + len(old) - 1] is self.segments[-1]:
+            raise ValueError("the active segment is never replaced")
+        self.cleaned = True
+        new.change_file_suffixes(CLEANED_SUFFIX, SWAP_SUFFIX)
+        fsync_dir(self.dir)
+        self.segments[i : i + len(old)] = [new]
+        self._bases[i : i + len(old)] = [new.base_offset]
+        self._schedule_delete(old)
+        new.change_file_suffixes(SWAP_SUFFIX, "")
+        fsync_dir(self.dir)
 
     def _remove_segments_from(self, index: int) -> list[LogSegment]:
         removed = self.segments[index:]

@@ -1,9 +1,10 @@
 """LogManager: every partition log of the broker across its log dirs (Kafka's LogManager).
 
 Loads `topic-partition` directories at startup with the per-dir checkpoint files
-(`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`, `replication-offset-checkpoint`)
-and the clean shutdown marker `.kafka_cleanshutdown`; creates and deletes logs; runs retention and
-interval flushes when the caller's scheduler asks; writes checkpoints and the marker on shutdown.
+(`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`, `replication-offset-checkpoint`,
+`cleaner-offset-checkpoint`) and the clean shutdown marker `.kafka_cleanshutdown`; creates and
+deletes logs; runs retention, compaction and interval flushes when the caller's scheduler asks;
+writes checkpoints and the marker on shutdown.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 from kbroker.log.checkpoint import (
+    CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -24,6 +26,7 @@ from kbroker.log.checkpoint import (
     fsync_dir,
     write_atomically,
 )
+from kbroker.log.cleaner import Cleaner, LogToClean, logs_to_clean
 from kbroker.log.config import LogConfig
 from kbroker.log.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log, wall_clock_ms
 from kbroker.log.topic_partition import TopicPartition
@@ -57,6 +60,10 @@ class LogManager:
         self._dir_of: dict[TopicPartition, Path] = {}
         self._logs_to_delete: list[tuple[int, Log]] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
+        # Compacted logs: how far each is clean (cleaner-offset-checkpoint), and the earliest
+        # delete horizon of its remaining tombstones (in memory, as Kafka keeps it).
+        self.cleaner_offsets: dict[TopicPartition, int] = {}
+        self._delete_horizons: dict[TopicPartition, int] = {}
 
     # --- startup ----------------------------------------------------------------------------------
 
@@ -79,6 +86,7 @@ class LogManager:
             recovery_points = self._read_checkpoint(d / RECOVERY_POINT_CHECKPOINT)
             start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
             high_watermarks = self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
+            cleaner_offsets = self._read_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)
             for child in sorted(d.iterdir()):
                 if not child.is_dir():
                     continue
@@ -102,8 +110,11 @@ class LogManager:
                     high_watermark=high_watermarks.get(tp, 0),
                     had_clean_shutdown=clean,
                     now_ms=self._now_ms,
+                    cleaned=tp in cleaner_offsets,
                 )
                 self._dir_of[tp] = d
+                if tp in cleaner_offsets:
+                    self.cleaner_offsets[tp] = cleaner_offsets[tp]
             if clean:
                 # The marker only vouches for the shutdown that wrote it.
                 marker.unlink()
@@ -144,6 +155,8 @@ class LogManager:
         removed = self.logs.pop(tp, None)
         if removed is None:
             return None
+        self._delete_horizons.pop(tp, None)
+        had_cleaner_offset = self.cleaner_offsets.pop(tp, None) is not None
         d = self._dir_of.pop(tp)
         removed.rename_dir(f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
         fsync_dir(d)
@@ -153,6 +166,8 @@ class LogManager:
         else:
             self._logs_to_delete.append((self._now_ms() + delay, removed))
         self._checkpoint_dir(d)
+        if had_cleaner_offset:
+            self._write_cleaner_checkpoint(d)
         return removed
 
     def _delete_due_logs(self, now: int, force: bool = False) -> None:
@@ -194,6 +209,16 @@ class LogManager:
                 d, REPLICATION_OFFSET_CHECKPOINT, {tp: lg.high_watermark for tp, lg in self._logs_in(d).items()}
             )
 
+    def _write_cleaner_checkpoint(self, d: Path) -> None:
+        self._write_checkpoint(
+            d, CLEANER_OFFSET_CHECKPOINT,
+            {tp: off for tp, off in self.cleaner_offsets.items() if self._dir_of.get(tp) == d},
+        )
+
+    def checkpoint_cleaner_offsets(self) -> None:
+        for d in self.log_dirs:
+            self._write_cleaner_checkpoint(d)
+
     def _checkpoint_dir(self, d: Path) -> None:
         logs = self._logs_in(d)
         self._write_checkpoint(d, RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in logs.items()})
@@ -216,6 +241,38 @@ class LogManager:
             lg.remove_expired_producers(now, self.producer_id_expiration_ms)
         self._delete_due_logs(now)
         return deleted
+
+    def clean_compacted_logs(self, now_ms: int | None = None) -> int:
+        """Kafka's log cleaner pass: clean every log with cleanup.policy compact whose dirty ratio
+        reaches min.cleanable.dirty.ratio (dirty part bounded by the active segment, the last
+        stable offset and min.compaction.lag.ms), or that holds tombstones whose delete horizon
+        has passed; filthiest first. Updates `cleaner-offset-checkpoint`. Returns logs cleaned."""
+        now = self._now_ms() if now_ms is None else now_ms
+        candidates = [
+            (LogToClean.of(lg, self.cleaner_offsets.get(tp), now), self._delete_horizons.get(tp))
+            for tp, lg in self.logs.items()
+            if lg.config.compact_enabled
+        ]
+        cleaned = 0
+        cleaner = Cleaner()
+        for ltc in logs_to_clean(candidates, now):
+            tp = ltc.log.topic_partition
+            d = self._dir_of[tp]
+            if tp not in self.cleaner_offsets:
+                # Registered before the first swap: from then on a restart reads offset gaps in
+                # this log as compaction, not damage.
+                self.cleaner_offsets[tp] = ltc.first_dirty_offset
+                self._write_cleaner_checkpoint(d)
+            end, stats = cleaner.clean(ltc, now)
+            self.cleaner_offsets[tp] = end
+            if stats.next_delete_horizon_ms is None:
+                self._delete_horizons.pop(tp, None)
+            else:
+                self._delete_horizons[tp] = stats.next_delete_horizon_ms
+            self._write_cleaner_checkpoint(d)
+            log.debug("cleaned %s up to offset %d: %s", tp, end, stats)
+            cleaned += 1
+        return cleaned
 
     def flush_dirty_logs(self, now_ms: int | None = None) -> int:
         """fsync logs whose flush.ms elapsed, and segments rolled since the last flush (Kafka
@@ -240,6 +297,7 @@ class LogManager:
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
             self._checkpoint_dir(d)
+            self._write_cleaner_checkpoint(d)
             write_atomically(d / CLEAN_SHUTDOWN_FILE, b'{"version":0,"BrokerEpoch":-1}')
         self.logs.clear()
         self._dir_of.clear()

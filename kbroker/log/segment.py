@@ -37,12 +37,16 @@ __all__ = [
     "INDEX_SUFFIX",
     "TIME_INDEX_SUFFIX",
     "DELETED_SUFFIX",
+    "CLEANED_SUFFIX",
+    "SWAP_SUFFIX",
 ]
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"  # a segment being written by the log cleaner
+SWAP_SUFFIX = ".swap"  # a cleaned segment about to replace the segments it was cleaned from
 
 _INT32_MAX = 2**31 - 1
 _SCAN_CHUNK = 16 * 1024  # header scans: a few batches of small records per pread
@@ -79,15 +83,20 @@ class LogSegment:
         index_interval_bytes: int,
         max_index_size: int,
         now_ms: int,
+        file_suffix: str = "",
     ) -> None:
         self.dir = Path(dir)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = self.dir / log_file_name(base_offset)
+        self.log_path = self.dir / (log_file_name(base_offset) + file_suffix)
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         self._size = os.fstat(self.fd).st_size
-        self.offset_index = OffsetIndex(self.dir / index_file_name(base_offset), base_offset, max_index_size)
-        self.time_index = TimeIndex(self.dir / time_index_file_name(base_offset), base_offset, max_index_size)
+        self.offset_index = OffsetIndex(
+            self.dir / (index_file_name(base_offset) + file_suffix), base_offset, max_index_size
+        )
+        self.time_index = TimeIndex(
+            self.dir / (time_index_file_name(base_offset) + file_suffix), base_offset, max_index_size
+        )
         # Kafka creates both index files with the segment and treats a missing one as damage.
         self._indexes_existed = self.offset_index.path.exists() and self.time_index.path.exists()
         for path in (self.offset_index.path, self.time_index.path):
@@ -100,9 +109,11 @@ class LogSegment:
         self.closed = False
 
     @classmethod
-    def open(cls, dir: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int, now_ms: int):
+    def open(cls, dir: Path, base_offset: int, *, index_interval_bytes: int, max_index_size: int, now_ms: int,
+             file_suffix: str = ""):
         return cls(
-            dir, base_offset, index_interval_bytes=index_interval_bytes, max_index_size=max_index_size, now_ms=now_ms
+            dir, base_offset, index_interval_bytes=index_interval_bytes, max_index_size=max_index_size, now_ms=now_ms,
+            file_suffix=file_suffix,
         )
 
     def __repr__(self) -> str:
@@ -133,6 +144,10 @@ class LogSegment:
         if self._max_ts_and_offset is None:
             self._max_ts_and_offset = self._read_largest_timestamp()
         return self._max_ts_and_offset
+
+    @property
+    def last_modified_ms(self) -> int:
+        return int(os.fstat(self.fd).st_mtime * 1000)
 
     @property
     def largest_timestamp(self) -> int:
@@ -277,7 +292,12 @@ class LogSegment:
         current = self._max_timestamp_and_offset()
         if largest_timestamp > current.timestamp:
             current = self._max_ts_and_offset = TimestampOffset(largest_timestamp, offset_of_max_timestamp)
-        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+        # The full check only matters for cleaned segments: an active segment rolls before its index fills.
+        if (
+            self._bytes_since_last_index_entry > self.index_interval_bytes
+            and not self.offset_index.is_full()
+            and not self.time_index.is_full()
+        ):
             self.offset_index.append(largest_offset, position)
             self.time_index.maybe_append(current.timestamp, current.offset)
             self._bytes_since_last_index_entry = 0
@@ -339,10 +359,13 @@ class LogSegment:
 
     # --- recovery / truncation --------------------------------------------------------------------
 
-    def recover(self) -> int:
+    def recover(self, allow_offset_gaps: bool = False) -> int:
         """Rebuild both indexes from the log, keeping the longest valid prefix of batches (size,
         CRC, magic, offsets contiguous from base_offset and storable relative to it); truncate the
-        rest. Returns the number of bytes truncated."""
+        rest. Returns the number of bytes truncated.
+
+        With `allow_offset_gaps` (a compacted log) offsets need only increase: the cleaner removes
+        records, so a batch may start past the previous one's end or the segment's base offset."""
         self.offset_index.reset()
         self.time_index.reset()
         file_size = os.fstat(self.fd).st_size
@@ -367,7 +390,7 @@ class LogSegment:
             end = valid + size
             if (
                 end > file_size
-                or h.base_offset != expected_offset
+                or (h.base_offset < expected_offset if allow_offset_gaps else h.base_offset != expected_offset)
                 or h.last_offset_delta < 0
                 or not self.can_convert_to_relative_offset(h.base_offset + h.last_offset_delta)
             ):
@@ -468,6 +491,19 @@ class LogSegment:
         self.time_index.close_writer()
         self.offset_index.rename(self.offset_index.path.with_name(self.offset_index.path.name + DELETED_SUFFIX))
         self.time_index.rename(self.time_index.path.with_name(self.time_index.path.name + DELETED_SUFFIX))
+
+    def change_file_suffixes(self, old: str, new: str) -> None:
+        """Rename the segment's three files from suffix `old` to `new` (Kafka's cleaned -> swap ->
+        live steps); open fds are unaffected."""
+        for index in (self.offset_index, self.time_index):
+            name = index.path.name
+            if name.endswith(old):
+                index.rename(index.path.with_name(name[: len(name) - len(old)] + new))
+        name = self.log_path.name
+        if name.endswith(old):
+            new_path = self.log_path.with_name(name[: len(name) - len(old)] + new)
+            os.replace(self.log_path, new_path)
+            self.log_path = new_path
 
     def move_to_dir(self, dir: Path) -> None:
         """Follow a rename of the partition directory (fds are unaffected)."""

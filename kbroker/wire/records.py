@@ -77,6 +77,7 @@ _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
 _TRANSACTIONAL_BIT = 0x10
 _CONTROL_BIT = 0x20
+_DELETE_HORIZON_BIT = 0x40  # KIP-534: base_timestamp holds the time after which tombstones may go
 
 # Field offsets inside a batch.
 _LEADER_EPOCH_OFFSET = 12
@@ -131,6 +132,11 @@ class BatchHeader:
     @property
     def is_control(self) -> bool:
         return bool(self.attributes & _CONTROL_BIT)
+
+    @property
+    def delete_horizon_ms(self) -> int | None:
+        """KIP-534: set by the log cleaner on batches holding tombstones; None when unset."""
+        return self.base_timestamp if self.attributes & _DELETE_HORIZON_BIT else None
 
     @property
     def last_offset(self) -> int:
@@ -522,16 +528,30 @@ def build_batch(
     is_control: bool = False,
     partition_leader_epoch: int = -1,
     timestamp_type: int = TIMESTAMP_CREATE_TIME,
+    last_offset_delta: int | None = None,
+    max_timestamp: int | None = None,
+    delete_horizon_ms: int | None = None,
 ) -> bytes:
     """Encode one v2 batch. Record offsets are **absolute**: each record's offset delta is
     `record.offset - base_offset` (so `decode_records` output round-trips unchanged). The base
-    timestamp is the first record's, max_timestamp the largest. At least one record is required.
+    timestamp is the first record's, max_timestamp the largest. At least one record is required,
+    except with `last_offset_delta` and `max_timestamp` given (an empty batch, as the log cleaner
+    keeps for producer state).
+
+    The log cleaner's rebuilds (Kafka's MemoryRecords.filterTo) pass `last_offset_delta` (the
+    original batch's, so the producer's last sequence survives), `max_timestamp` (LogAppendTime
+    batches keep theirs) and `delete_horizon_ms` (KIP-534: stored as the base timestamp, with record
+    timestamps relative to it).
     """
     recs = list(records)
-    if not recs:
+    if not recs and (last_offset_delta is None or max_timestamp is None):
         raise ValueError("a record batch needs at least one record")
-    base_ts = recs[0].timestamp
-    max_ts = max(r.timestamp for r in recs)
+    if delete_horizon_ms is not None:
+        base_ts = delete_horizon_ms
+    else:
+        base_ts = recs[0].timestamp if recs else NO_TIMESTAMP
+    if max_timestamp is None:
+        max_timestamp = max(r.timestamp for r in recs)
     encoded = []
     last_delta = 0
     for r in recs:
@@ -540,10 +560,16 @@ def build_batch(
             raise ValueError(f"record offset {r.offset} out of range for base offset {base_offset}")
         last_delta = max(last_delta, delta)
         encoded.append(_encode_record(r, delta, r.timestamp - base_ts))
+    if last_offset_delta is not None:
+        if last_offset_delta < last_delta:
+            raise ValueError(f"last offset delta {last_offset_delta} below a record's delta {last_delta}")
+        last_delta = last_offset_delta
     body = b"".join(encoded)
-    if compression != COMPRESSION_NONE:
+    if compression != COMPRESSION_NONE and recs:
         body = compress(compression, body)
-    attributes = compression & _COMPRESSION_MASK
+    attributes = (compression & _COMPRESSION_MASK) if recs else COMPRESSION_NONE
+    if delete_horizon_ms is not None:
+        attributes |= _DELETE_HORIZON_BIT
     if timestamp_type == TIMESTAMP_LOG_APPEND_TIME:
         attributes |= _TIMESTAMP_TYPE_BIT
     if is_transactional:
@@ -554,7 +580,7 @@ def build_batch(
     out = bytearray(BATCH_HEADER_SIZE)
     _HEADER.pack_into(
         out, 0, base_offset, batch_length, partition_leader_epoch, MAGIC_V2, 0, attributes, last_delta,
-        base_ts, max_ts, producer_id, producer_epoch, base_sequence, len(recs),
+        base_ts, max_timestamp, producer_id, producer_epoch, base_sequence, len(recs),
     )
     out += body
     _U32.pack_into(out, _CRC_OFFSET, crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))

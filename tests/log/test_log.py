@@ -478,7 +478,8 @@ def test_clean_reopen_does_not_recover_and_missing_index_forces_recovery(tmp_pat
 
     recovered = []
     real = LogSegment.recover
-    monkeypatch.setattr(LogSegment, "recover", lambda self: recovered.append(self.base_offset) or real(self))
+    monkeypatch.setattr(LogSegment, "recover",
+                        lambda self, *a: recovered.append(self.base_offset) or real(self, *a))
     open_log(tmp_path, had_clean_shutdown=True).close()
     assert recovered == []
     (d / "00000000000000000000.index").unlink()
