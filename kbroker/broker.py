@@ -16,7 +16,10 @@ from kbroker.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from kbroker.group.coordinator import GroupConfig, GroupCoordinator
+from kbroker.group.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
 from kbroker.log.log_manager import LogManager
+from kbroker.log.topic_partition import TopicPartition
 from kbroker.metadata.store import (
     BrokerInfo,
     LocalMetadataStore,
@@ -70,13 +73,51 @@ class Broker:
         self.metadata = LocalMetadataStore(log_dirs[0], self.info, config.get("cluster.id"))
         self.replica_manager = ReplicaManager(self.node_id, config, self.log_manager, self.metadata)
         self.producer_ids = ProducerIdManager(self.metadata)
+        self.group_coordinator = GroupCoordinator(_group_config(config), PartitionOffsetsLog(self.replica_manager, now_ms),
+                                                  now_ms)
 
     def startup(self) -> None:
         self.log_manager.startup()
         self.replica_manager.startup()
+        self._load_groups()
 
     def shutdown(self) -> None:
+        self.group_coordinator.shutdown()
         self.log_manager.shutdown()
+
+    # -- consumer groups ------------------------------------------------------------------------
+    def _load_groups(self) -> None:
+        info = self.metadata.topic(OFFSETS_TOPIC)
+        if info is None:
+            return
+        started = time.monotonic()
+        loaded = 0
+        for partition in range(info.num_partitions):
+            try:
+                self.replica_manager.get_leader_partition(TopicPartition(OFFSETS_TOPIC, partition))
+            except KafkaError:
+                continue  # another broker coordinates these groups
+            loaded += self.group_coordinator.load_partition(partition)
+        logger.info("loaded %d consumer groups from %s in %.2f s", loaded, OFFSETS_TOPIC, time.monotonic() - started)
+
+    def ensure_offsets_topic(self) -> None:
+        """`__consumer_offsets` is created on first use, as Kafka does, compacted."""
+        if self.metadata.topic(OFFSETS_TOPIC) is not None:
+            return
+        c = self.config
+        brokers = self.metadata.brokers()
+        factor = min(c.get("offsets.topic.replication.factor"), len(brokers))
+        assignment = assign_replicas(brokers, c.get("offsets.topic.num.partitions"), factor)
+        self.metadata.create_topic(OFFSETS_TOPIC, assignment, {
+            "cleanup.policy": "compact",
+            "segment.bytes": str(c.get("offsets.topic.segment.bytes")),
+            "compression.type": "producer",
+        })
+        logger.info("created %s with %d partitions", OFFSETS_TOPIC, len(assignment))
+
+    def group_coordinator_for_request(self) -> GroupCoordinator:
+        self.ensure_offsets_topic()
+        return self.group_coordinator
 
     # -- topic operations (validated here, applied through the metadata store) ---------------
     def create_topic(self, name: str, *, num_partitions: int | None = None, replication_factor: int | None = None,
@@ -101,7 +142,9 @@ class Broker:
     def delete_topic(self, name: str) -> TopicInfo:
         if not self.config.get("delete.topic.enable"):
             raise TopicDeletionDisabledError("Topic deletion is disabled.")
-        return self.metadata.delete_topic(name)
+        info = self.metadata.delete_topic(name)
+        self.group_coordinator.remove_offsets_of_topic(name)
+        return info
 
     def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None,
                           validate_only: bool = False) -> None:
@@ -135,4 +178,18 @@ class Broker:
             (c.get("replica.high.watermark.checkpoint.interval.ms") / 1000, lm.checkpoint_high_watermarks),
             (c.get("log.flush.offset.checkpoint.interval.ms") / 1000, lm.checkpoint_recovery_points),
             (c.get("log.flush.start.offset.checkpoint.interval.ms") / 1000, lm.checkpoint_log_start_offsets),
+            (c.get("offsets.retention.check.interval.ms") / 1000, self.group_coordinator.expire_offsets),
         ]
+
+
+def _group_config(config: BrokerConfig) -> GroupConfig:
+    c = config.get
+    return GroupConfig(
+        min_session_timeout_ms=c("group.min.session.timeout.ms"),
+        max_session_timeout_ms=c("group.max.session.timeout.ms"),
+        max_size=c("group.max.size"),
+        initial_rebalance_delay_ms=c("group.initial.rebalance.delay.ms"),
+        offsets_retention_ms=c("offsets.retention.minutes") * 60_000,
+        offset_metadata_max_bytes=c("offset.metadata.max.bytes"),
+        offsets_topic_partitions=c("offsets.topic.num.partitions"),
+    )

@@ -1,13 +1,15 @@
 """FindCoordinator: which broker coordinates a group (key type 0) or a transactional id (1).
 
-A single node coordinates everything. With groups hosted in `__consumer_offsets`, the coordinator
-becomes the leader of partition `abs(hash(key)) % offsets.topic.num.partitions`.
+A group's coordinator is the leader of `__consumer_offsets` partition
+`abs(hash(group)) % offsets.topic.num.partitions` (Java's String.hashCode, as Kafka), the topic
+being created on first use. Transactional ids are answered by this broker.
 """
 
 from __future__ import annotations
 
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode
+from kbroker.group.offsets_log import OFFSETS_TOPIC
 
 GROUP, TRANSACTION = 0, 1
 
@@ -17,6 +19,16 @@ def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
         return {"key": key, "error_code": ErrorCode.invalid_request, "error_message": f"Unknown key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
     me = ctx.broker.info
+    if key_type == GROUP:
+        broker = ctx.broker
+        broker.ensure_offsets_topic()
+        partition = broker.group_coordinator.partition_for(key)
+        info = broker.metadata.topic(OFFSETS_TOPIC)
+        leader_id = info.assignment[partition][0] if info is not None else -1
+        me = next((b for b in broker.metadata.brokers() if b.node_id == leader_id), None)
+        if me is None:
+            return {"key": key, "error_code": ErrorCode.coordinator_not_available,
+                    "error_message": "The coordinator is not available.", "node_id": -1, "host": "", "port": -1}
     return {"key": key, "error_code": ErrorCode.none, "error_message": None,
             "node_id": me.node_id, "host": me.host, "port": me.port}
 

@@ -173,6 +173,27 @@ class KafkaServer:
             except Exception:
                 logger.exception("background job failed")
 
+    async def _run_group_timers(self) -> None:
+        """Fires the group coordinator's timeouts (session, rebalance, initial delay) when due;
+        scheduling an earlier deadline wakes this task, so nothing polls."""
+        coordinator = self.broker.group_coordinator
+        wake = trio.Event()
+
+        def changed() -> None:
+            wake.set()
+
+        coordinator.timers.on_change = changed
+        while True:
+            deadline = coordinator.timers.next_deadline()
+            delay = float("inf") if deadline is None else max(0.0, (deadline - coordinator.clock()) / 1000)
+            with trio.move_on_after(delay):
+                await wake.wait()
+            wake = trio.Event()
+            try:
+                coordinator.poll()
+            except Exception:
+                logger.exception("group coordinator timer failed")
+
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         name, host, port = self.config.listeners[0]
         for _name, lhost, lport in self.config.listeners:
@@ -184,6 +205,7 @@ class KafkaServer:
             async with trio.open_nursery() as background:
                 for interval, job in self.broker.periodic_tasks():
                     background.start_soon(self._periodic, interval, job)
+                background.start_soon(self._run_group_timers)
                 async with trio.open_nursery() as connections:
                     listen_scope = trio.CancelScope()
 

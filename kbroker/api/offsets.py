@@ -1,0 +1,97 @@
+"""Committed offsets: OffsetCommit, OffsetFetch (v8+ several groups at once), OffsetDelete.
+
+Offsets are stored by the group coordinator in `__consumer_offsets`; this module maps request
+fields onto it and checks that each partition exists, as Kafka's request handler does.
+"""
+
+from __future__ import annotations
+
+import time
+
+from kbroker.api.context import RequestContext
+from kbroker.errors import ErrorCode
+from kbroker.group.metadata import OffsetAndMetadata
+
+INVALID_OFFSET = -1
+
+
+def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    info = ctx.broker.metadata.topic(topic)
+    return info is not None and 0 <= partition < info.num_partitions
+
+
+async def offset_commit(ctx: RequestContext, request) -> dict:
+    coordinator = ctx.broker.group_coordinator_for_request()
+    now = time.time_ns() // 1_000_000
+    retention = getattr(request, "retention_time", -1)
+    expire = now + retention if retention is not None and retention >= 0 else -1  # v2-v4 only
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    wanted: dict[tuple[str, int], OffsetAndMetadata] = {}
+    for topic in request.topics:
+        for p in topic.partitions:
+            tp = (topic.name, p.partition_index)
+            if not _partition_exists(ctx, topic.name, p.partition_index):
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+                continue
+            wanted[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                           p.committed_metadata or "", now, expire)
+    if wanted:
+        errors.update(coordinator.commit_offsets(request.group_id, request.member_id,
+                                                 getattr(request, "group_instance_id", None),
+                                                 request.generation_id_or_member_epoch, wanted))
+    return {"throttle_time": 0, "topics": [
+        {"name": topic.name, "partitions": [
+            {"partition_index": p.partition_index, "error_code": errors[(topic.name, p.partition_index)]}
+            for p in topic.partitions]}
+        for topic in request.topics]}
+
+
+def _fetch_group(ctx: RequestContext, group_id: str, topics) -> tuple[ErrorCode, list[dict]]:
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    error, found = ctx.broker.group_coordinator_for_request().fetch_offsets(group_id, wanted)
+    if error != ErrorCode.none:
+        return error, []
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), om in sorted(found.items()):
+        by_topic.setdefault(topic, []).append({
+            "partition_index": partition,
+            "committed_offset": om.offset if om else INVALID_OFFSET,
+            "committed_leader_epoch": om.leader_epoch if om else -1,
+            "metadata": om.metadata if om else "",
+            "error_code": ErrorCode.none,
+        })
+    if topics is not None:  # answer in the order asked
+        order = {t.name: i for i, t in enumerate(topics)}
+        return ErrorCode.none, [{"name": name, "partitions": by_topic[name]}
+                                for name in sorted(by_topic, key=order.__getitem__)]
+    return ErrorCode.none, [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+async def offset_fetch(ctx: RequestContext, request) -> dict:
+    if ctx.version >= 8:
+        groups = []
+        for group in request.groups:
+            error, topics = _fetch_group(ctx, group.group_id, group.topics)
+            groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
+        return {"throttle_time": 0, "groups": groups}
+    error, topics = _fetch_group(ctx, request.group_id, request.topics)
+    if error != ErrorCode.none and ctx.version < 2 and request.topics:
+        # v1 has no group-level error: every partition carries it
+        topics = [{"name": t.name, "partitions": [
+            {"partition_index": p, "committed_offset": INVALID_OFFSET, "committed_leader_epoch": -1,
+             "metadata": "", "error_code": error} for p in t.partition_indexes]} for t in request.topics]
+    return {"throttle_time": 0, "topics": topics, "error_code": error}
+
+
+async def offset_delete(ctx: RequestContext, request) -> dict:
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    error, results = ctx.broker.group_coordinator_for_request().delete_offsets(request.group_id, partitions)
+    topics = []
+    if error == ErrorCode.none:
+        for t in request.topics:
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": p.partition_index,
+                 "error_code": results.get((t.name, p.partition_index), ErrorCode.unknown_topic_or_partition)
+                 if _partition_exists(ctx, t.name, p.partition_index) else ErrorCode.unknown_topic_or_partition}
+                for p in t.partitions]})
+    return {"error_code": error, "throttle_time": 0, "topics": topics}

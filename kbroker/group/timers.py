@@ -1,0 +1,58 @@
+"""Deadlines keyed by name, driven by an injected clock: the coordinator's delayed operations.
+
+Scheduling a key again replaces its deadline; `run_due(now)` fires what is due in deadline order.
+Nothing here sleeps, so the state machine is tested with a fake clock; the server runs one task
+that sleeps until `next_deadline()` and is woken through `on_change` when an earlier one appears.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from typing import Callable, Hashable
+
+
+class TimerQueue:
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, Hashable]] = []
+        self._live: dict[Hashable, tuple[int, int, Callable[[], None]]] = {}
+        self._seq = itertools.count()
+        self.on_change: Callable[[], None] = lambda: None
+
+    def schedule(self, key: Hashable, deadline_ms: int, action: Callable[[], None]) -> None:
+        seq = next(self._seq)
+        self._live[key] = (deadline_ms, seq, action)
+        earliest = self._heap[0][0] if self._heap else None
+        heapq.heappush(self._heap, (deadline_ms, seq, key))
+        if earliest is None or deadline_ms < earliest:
+            self.on_change()
+
+    def cancel(self, key: Hashable) -> None:
+        self._live.pop(key, None)  # its heap entry is skipped when it surfaces
+
+    def __contains__(self, key: Hashable) -> bool:
+        return key in self._live
+
+    def deadline(self, key: Hashable) -> int | None:
+        entry = self._live.get(key)
+        return entry[0] if entry else None
+
+    def next_deadline(self) -> int | None:
+        while self._heap:
+            deadline, seq, key = self._heap[0]
+            live = self._live.get(key)
+            if live is not None and live[1] == seq:
+                return deadline
+            heapq.heappop(self._heap)
+        return None
+
+    def run_due(self, now_ms: int) -> int:
+        fired = 0
+        while True:
+            deadline = self.next_deadline()
+            if deadline is None or deadline > now_ms:
+                return fired
+            _deadline, _seq, key = heapq.heappop(self._heap)
+            _d, _s, action = self._live.pop(key)
+            action()
+            fired += 1
