@@ -1,4 +1,5 @@
-"""Command line: `kbroker serve [--config server.properties] [--override key=value ...]`."""
+"""Command line: `kbroker serve [--config server.properties] [--override key=value ...]`, and
+`kbroker groups ...` (consumer-group administration, `kbroker.admin.groups`)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import trio
 
+from kbroker.admin.groups import add_groups_command, run_groups
 from kbroker.config import BrokerConfig
 from kbroker.errors import KafkaError
 
@@ -34,7 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                            help="set a config key, overriding the file (repeatable)")
     serve_cmd.add_argument("--log-level", default="INFO")
+    add_groups_command(sub)
     args = parser.parse_args(argv)
+    if args.command == "groups":
+        return run_groups(args)
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

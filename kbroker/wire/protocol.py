@@ -156,6 +156,50 @@ def encode_response(header: RequestHeader, response: Any) -> bytes:
     return out.getvalue()
 
 
+# -- the client side: requests out, responses in -------------------------------------------------------
+
+@lru_cache(maxsize=None)
+def _client_codec(api_key: int, version: int):
+    return entity_writer(request_class(api_key, version)), entity_reader(response_class(api_key, version))
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, data: Mapping[str, Any]) -> bytes:
+    """A request frame (size, header v1 or v2, body built from `data`), as a client sends it."""
+    cls = request_class(api_key, version)
+    out = io.BytesIO()
+    out.write(b"\0\0\0\0")
+    out.write(_HEADER.pack(api_key, version, correlation_id))
+    raw = None if client_id is None else client_id.encode()
+    out.write(_I16.pack(-1) if raw is None else _I16.pack(len(raw)) + raw)
+    if cls.__flexible__:
+        out.write(b"\0")  # no tagged fields in the request header
+    _client_codec(api_key, version)[0](out, build(cls, data))
+    buf = out.getbuffer()
+    _I32.pack_into(buf, 0, len(buf) - 4)
+    return out.getvalue()
+
+
+def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tuple[int, Any]:
+    """(correlation id, body) of a response frame without its size prefix; ProtocolError on garbage.
+
+    Lengths are bounded first (as for requests), so a forged count cannot make kio allocate.
+    """
+    if len(frame) < 4:
+        raise ProtocolError("response shorter than its header")
+    (correlation_id,) = _I32.unpack_from(frame, 0)
+    cls = response_class(api_key, version)
+    try:
+        pos = 4
+        if cls.__flexible__ and api_key != API_VERSIONS_KEY:
+            pos = _skip_tagged_fields(frame, pos)
+        view = memoryview(frame).toreadonly()
+        check_request_bounds(cls, view, pos)
+        entity, _size = _client_codec(api_key, version)[1](view, pos)
+    except Exception as exc:  # kio raises a variety of errors on malformed input
+        raise ProtocolError(f"malformed {api_name(api_key)} v{version} response: {exc!r}") from exc
+    return correlation_id, entity
+
+
 # -- building entities from plain values -------------------------------------------------------------
 
 class _FieldPlan(NamedTuple):

@@ -19,6 +19,7 @@ from kbroker.wire.primitives import DecodeError, Reader
 _FIXED_SIZE = {
     "bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "timedelta_i32": 4,
     "int64": 8, "timedelta_i64": 8, "float64": 8, "uuid": 16,
+    "error_code": 2, "datetime_i64": 8,  # response-only types (the admin client's responses)
 }
 _LEGACY_PREFIX = {"string": 2, "bytes": 4, "records": 4}  # classic length prefix width
 

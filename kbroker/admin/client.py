@@ -1,0 +1,508 @@
+"""A small blocking Kafka client for the command-line tools.
+
+One socket per broker; each connection negotiates versions with ApiVersions and every request uses
+the highest version both sides know. Group requests go to the group's coordinator (FindCoordinator,
+retried while it loads or moves), ListOffsets to each partition's leader (Metadata), ListGroups to
+every broker, as Kafka's admin client does. Reads are bounded (a response is at most 100 MiB) and
+sockets time out, so a dead, slow or hostile peer ends in an `AdminError`, never a hang.
+
+Bodies are built and read by the kio codecs in `kbroker.wire.protocol`; results come back as plain
+values (dicts keyed by (topic, partition), small named tuples).
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+import time
+from typing import Any, Iterable, NamedTuple
+
+from kio.schema.errors import ErrorCode
+
+from kbroker.wire.protocol import ProtocolError, api_name, decode_response, encode_request, known_versions
+
+MAX_RESPONSE_BYTES = 100 * 1024 * 1024
+DEFAULT_TIMEOUT_S = 30.0
+CLIENT_ID = "kbroker-admin"
+
+LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8, 9, 10
+DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42
+EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
+
+# The versions this client knows how to fill and read, per API: where a newer version changes the
+# shape (OffsetFetch/OffsetCommit v10 name topics by id) the range stops before it.
+CLIENT_VERSIONS = {
+    LIST_OFFSETS: (1, 11),
+    METADATA: (1, 13),  # v0 reads an empty topic list as "all topics"
+    OFFSET_COMMIT: (2, 9),
+    OFFSET_FETCH: (2, 9),  # v2 is the first where null topics means "every committed partition"
+    FIND_COORDINATOR: (0, 6),
+    DESCRIBE_GROUPS: (0, 6),
+    LIST_GROUPS: (0, 5),
+    DELETE_GROUPS: (0, 2),
+}
+
+# Errors after which the coordinator is looked up again (Kafka's admin client does the same).
+_COORDINATOR_RETRIABLE = {ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
+                          ErrorCode.not_coordinator}
+_LEADER_RETRIABLE = {ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
+                     ErrorCode.unknown_leader_epoch, ErrorCode.fenced_leader_epoch}
+_API_VERSIONS_RESPONSE_PREFIX = struct.Struct(">ih")  # correlation id, error_code: the same in every version
+
+
+class AdminError(Exception):
+    """A failure reported as one line on stderr; the command exits with status 1."""
+
+
+class KafkaErrorResponse(AdminError):
+    """The broker answered with an error code."""
+
+    def __init__(self, code: int, what: str, message: str | None = None) -> None:
+        self.code = int(code)
+        self.name = error_name(code)
+        detail = f" ({message})" if message else ""
+        super().__init__(f"{what}: {self.name}{detail}")
+
+
+def error_name(code: int) -> str:
+    """Kafka's name for an error code, e.g. NOT_COORDINATOR."""
+    try:
+        return ErrorCode(int(code)).name.upper()
+    except ValueError:
+        return f"UNKNOWN_ERROR_CODE_{int(code)}"
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    host, sep, port = address.strip().rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise AdminError(f"invalid broker address {address!r}: expected HOST:PORT")
+    return host.strip("[]"), int(port)
+
+
+class Connection:
+    """One broker connection: framing, correlation ids, versions. Not thread-safe."""
+
+    def __init__(self, host: str, port: int, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        self.host, self.port, self.timeout = host, port, timeout
+        self.address = f"{host}:{port}"
+        self._correlation = itertools.count(1)
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout)
+        except OSError as exc:
+            raise AdminError(f"cannot connect to {self.address}: {_reason(exc)}") from None
+        self._sock.settimeout(timeout)
+        try:
+            self.versions = self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        self._sock.close()
+
+    def version(self, api_key: int) -> int:
+        """The highest version of `api_key` this client, kio and the broker all know."""
+        lo, hi = CLIENT_VERSIONS[api_key]
+        known = known_versions(api_key)
+        hi = min(hi, known[-1])
+        served = self.versions.get(api_key)
+        if served is None:
+            raise AdminError(f"the broker at {self.address} does not serve {api_name(api_key)}")
+        v = min(hi, served[1])
+        if v < max(lo, served[0]):
+            raise AdminError(f"the broker at {self.address} serves {api_name(api_key)} versions "
+                             f"{served[0]}-{served[1]}; this client needs {lo}-{hi}")
+        return v
+
+    def call(self, api_key: int, data: dict[str, Any], version: int | None = None) -> Any:
+        """Send one request at the negotiated version and return the decoded response body."""
+        if version is None:
+            version = self.version(api_key)
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        self._send(encode_request(api_key, version, correlation_id, CLIENT_ID, data))
+        frame = self._receive()
+        try:
+            got, body = decode_response(api_key, version, frame)
+        except ProtocolError as exc:
+            raise AdminError(f"{self.address}: {exc}") from None
+        if got != correlation_id:
+            raise AdminError(f"{self.address}: response correlation id {got} != {correlation_id}")
+        return body
+
+    def _negotiate(self) -> dict[int, tuple[int, int]]:
+        """ApiVersions at the newest version kio knows; a broker that does not know it answers
+        UNSUPPORTED_VERSION with a v0 body listing what it serves, and we ask again at that."""
+        version = known_versions(API_VERSIONS)[-1]
+        for _attempt in range(2):
+            correlation_id = next(self._correlation)
+            self._send(encode_request(API_VERSIONS, version, correlation_id, CLIENT_ID,
+                                      {"client_software_name": "kbroker-admin", "client_software_version": "1"}))
+            frame = self._receive()
+            if len(frame) >= _API_VERSIONS_RESPONSE_PREFIX.size:
+                _corr, error = _API_VERSIONS_RESPONSE_PREFIX.unpack_from(frame, 0)
+                if error == ErrorCode.unsupported_version and version > 0:
+                    served = self._decode_api_versions(0, frame, correlation_id, check_error=False)
+                    mine = served.get(API_VERSIONS, (0, 0))
+                    version = max(0, min(mine[1], version - 1))
+                    continue
+            return self._decode_api_versions(version, frame, correlation_id)
+        raise AdminError(f"{self.address}: ApiVersions negotiation did not converge")
+
+    def _decode_api_versions(self, version: int, frame: bytes, correlation_id: int,
+                             check_error: bool = True) -> dict[int, tuple[int, int]]:
+        try:
+            got, body = decode_response(API_VERSIONS, version, frame)
+        except ProtocolError as exc:
+            raise AdminError(f"{self.address}: {exc}") from None
+        if got != correlation_id:
+            raise AdminError(f"{self.address}: response correlation id {got} != {correlation_id}")
+        if check_error and body.error_code != ErrorCode.none:
+            raise KafkaErrorResponse(body.error_code, f"ApiVersions from {self.address}")
+        return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
+
+    def _send(self, data: bytes) -> None:
+        try:
+            self._sock.sendall(data)
+        except OSError as exc:
+            raise AdminError(f"{self.address}: send failed: {_reason(exc)}") from None
+
+    def _receive(self) -> bytes:
+        (size,) = struct.unpack(">i", self._recv_exact(4))
+        if size < 4 or size > MAX_RESPONSE_BYTES:
+            raise AdminError(f"{self.address}: response size {size} is outside 4..{MAX_RESPONSE_BYTES} bytes")
+        return self._recv_exact(size)
+
+    def _recv_exact(self, n: int) -> bytes:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            try:
+                k = self._sock.recv_into(view[got:])
+            except OSError as exc:
+                raise AdminError(f"{self.address}: receive failed: {_reason(exc)}") from None
+            if k == 0:
+                raise AdminError(f"{self.address}: connection closed by the broker")
+            got += k
+        return bytes(buf)
+
+
+def _reason(exc: OSError) -> str:
+    if isinstance(exc, socket.timeout):
+        return "timed out"
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+class Broker(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+
+
+class GroupListing(NamedTuple):
+    group_id: str
+    state: str | None  # None: ListGroups older than v4 and not described
+    protocol_type: str
+
+
+class Member(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+class GroupDescription(NamedTuple):
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str  # the assignment strategy for consumer groups
+    members: tuple[Member, ...]
+    coordinator: Broker
+
+
+TopicPartition = tuple[str, int]
+
+
+class AdminClient:
+    """The requests the group commands need, routed as Kafka routes them."""
+
+    def __init__(self, bootstrap: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+        self.bootstrap = [parse_address(a) for a in bootstrap.split(",") if a.strip()]
+        if not self.bootstrap:
+            raise AdminError("no bootstrap server given")
+        self.timeout = timeout
+        self._connections: dict[tuple[str, int], Connection] = {}
+        self._coordinators: dict[str, Broker] = {}
+
+    def __enter__(self) -> "AdminClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for conn in self._connections.values():
+            conn.close()
+        self._connections.clear()
+
+    # -- connections --------------------------------------------------------------------------
+
+    def connection(self, host: str, port: int) -> Connection:
+        conn = self._connections.get((host, port))
+        if conn is None:
+            conn = self._connections[(host, port)] = Connection(host, port, self.timeout)
+        return conn
+
+    def _any(self) -> Connection:
+        if self._connections:
+            return next(iter(self._connections.values()))
+        errors = []
+        for host, port in self.bootstrap:
+            try:
+                return self.connection(host, port)
+            except AdminError as exc:
+                errors.append(str(exc))
+        raise AdminError("; ".join(errors))
+
+    def _drop(self, host: str, port: int) -> None:
+        conn = self._connections.pop((host, port), None)
+        if conn is not None:
+            conn.close()
+
+    # -- cluster ----------------------------------------------------------------------------------
+
+    def metadata(self, topics: Iterable[str] | None) -> tuple[dict[int, Broker], dict[str, Any]]:
+        """(brokers by id, topic name -> metadata topic entity); topics=None asks for every topic.
+        Never auto-creates a topic."""
+        names = None if topics is None else [{"name": t} for t in topics]
+        body = self._any().call(METADATA, {"topics": names, "allow_auto_topic_creation": False})
+        brokers = {b.node_id: Broker(int(b.node_id), b.host, int(b.port)) for b in body.brokers}
+        return brokers, {t.name: t for t in body.topics}
+
+    def partitions_of(self, topic: str) -> list[int]:
+        _brokers, topics = self.metadata([topic])
+        entry = topics.get(topic)
+        if entry is None:
+            raise AdminError(f"topic {topic!r} is not in the metadata answer")
+        if entry.error_code != ErrorCode.none:
+            raise KafkaErrorResponse(entry.error_code, f"topic {topic!r}")
+        return sorted(int(p.partition_index) for p in entry.partitions)
+
+    # -- groups -----------------------------------------------------------------------------------
+
+    def find_coordinator(self, group: str) -> Broker:
+        cached = self._coordinators.get(group)
+        if cached is not None:
+            return cached
+        conn = self._any()
+        version = conn.version(FIND_COORDINATOR)
+        body = conn.call(FIND_COORDINATOR, {"key": group, "key_type": 0, "coordinator_keys": [group]}, version)
+        answer = body.coordinators[0] if version >= 4 else body
+        if version >= 4 and len(body.coordinators) != 1:
+            raise AdminError(f"FindCoordinator answered {len(body.coordinators)} coordinators for one group")
+        if answer.error_code != ErrorCode.none:
+            raise KafkaErrorResponse(answer.error_code, f"FindCoordinator for group {group!r}",
+                                     getattr(answer, "error_message", None))
+        broker = Broker(int(answer.node_id), answer.host, int(answer.port))
+        self._coordinators[group] = broker
+        return broker
+
+    def _group_call(self, group: str, api_key: int, data: dict[str, Any], error_of) -> tuple[Any, Broker]:
+        """Call the group's coordinator; `error_of(body)` gives the group-level error code. While
+        the coordinator loads or has moved, look it up again and retry until the timeout."""
+        deadline = time.monotonic() + self.timeout
+        backoff = 0.05
+        while True:
+            try:
+                coordinator = self.find_coordinator(group)
+                body = self.connection(coordinator.host, coordinator.port).call(api_key, data)
+                code = error_of(body)
+            except KafkaErrorResponse as exc:
+                code, body, coordinator = exc.code, None, None
+                if code not in _COORDINATOR_RETRIABLE:
+                    raise
+            if code not in _COORDINATOR_RETRIABLE:
+                return body, coordinator
+            self._coordinators.pop(group, None)
+            if time.monotonic() + backoff > deadline:
+                raise KafkaErrorResponse(code, f"{api_name(api_key)} for group {group!r} (gave up after "
+                                               f"{self.timeout:g} s)")
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
+        """Every group of every broker (each lists the groups it coordinates). `states` filters on
+        the broker from ListGroups v4; before v4 ListGroups has no states, so they are asked with
+        DescribeGroups and filtered here."""
+        wanted = None if states is None else set(states)
+        brokers, _ = self.metadata([])
+        out: dict[str, GroupListing] = {}
+        for broker in sorted(brokers.values()):
+            conn = self.connection(broker.host, broker.port)
+            version = conn.version(LIST_GROUPS)
+            body = conn.call(LIST_GROUPS, {"states_filter": sorted(wanted or ()), "types_filter": []}, version)
+            if body.error_code != ErrorCode.none:
+                raise KafkaErrorResponse(body.error_code, f"ListGroups from {conn.address}")
+            listed = [GroupListing(g.group_id, getattr(g, "group_state", None), g.protocol_type)
+                      for g in body.groups]
+            if version < 4 and listed:
+                states_of = {d.group_id: d.state for d in self._describe_at(conn, [g.group_id for g in listed], broker)}
+                listed = [g._replace(state=states_of.get(g.group_id)) for g in listed]
+                if wanted is not None:
+                    listed = [g for g in listed if g.state in wanted]
+            for g in listed:
+                out[g.group_id] = g
+        return [out[k] for k in sorted(out)]
+
+    def _describe_at(self, conn: Connection, groups: list[str], broker: Broker) -> list[GroupDescription]:
+        body = conn.call(DESCRIBE_GROUPS, {"groups": groups, "include_authorized_operations": False})
+        return [_description(g, broker) for g in body.groups]
+
+    def describe_group(self, group: str) -> GroupDescription:
+        """DescribeGroups at the coordinator. A group the coordinator does not know comes back
+        Dead (classic coordinator) or GROUP_ID_NOT_FOUND (newer brokers); both are returned as Dead."""
+        def error_of(body: Any) -> int:
+            return _only_group(body, group).error_code
+
+        body, coordinator = self._group_call(group, DESCRIBE_GROUPS,
+                                             {"groups": [group], "include_authorized_operations": False}, error_of)
+        entry = _only_group(body, group)
+        if entry.error_code == ErrorCode.group_id_not_found:
+            return GroupDescription(group, "Dead", "", "", (), coordinator)
+        if entry.error_code != ErrorCode.none:
+            raise KafkaErrorResponse(entry.error_code, f"DescribeGroups for group {group!r}",
+                                     getattr(entry, "error_message", None))
+        return _description(entry, coordinator)
+
+    def committed_offsets(self, group: str) -> dict[TopicPartition, int]:
+        """Every committed offset of the group (OffsetFetch with topics = null)."""
+        def error_of(body: Any) -> int:
+            if hasattr(body, "groups"):
+                return _only_group(body, group).error_code
+            return body.error_code
+
+        data = {"group_id": group, "topics": None, "require_stable": False,
+                "groups": [{"group_id": group, "topics": None}]}
+        body, _ = self._group_call(group, OFFSET_FETCH, data, error_of)
+        code = error_of(body)
+        if code == ErrorCode.group_id_not_found:
+            return {}
+        if code != ErrorCode.none:
+            raise KafkaErrorResponse(code, f"OffsetFetch for group {group!r}")
+        topics = _only_group(body, group).topics if hasattr(body, "groups") else body.topics
+        out: dict[TopicPartition, int] = {}
+        for t in topics:
+            for p in t.partitions:
+                if p.error_code == ErrorCode.none and p.committed_offset >= 0:
+                    out[(t.name, int(p.partition_index))] = int(p.committed_offset)
+                elif p.error_code not in (ErrorCode.none, ErrorCode.unknown_topic_or_partition):
+                    raise KafkaErrorResponse(p.error_code, f"OffsetFetch for {t.name}-{p.partition_index}")
+        return out
+
+    def commit_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> None:
+        """OffsetCommit as Kafka's admin client does: generation -1, no member id (only an empty
+        group accepts it)."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
+                                                   "committed_leader_epoch": -1, "committed_metadata": ""})
+        data = {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+                "retention_time": -1, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+        def error_of(body: Any) -> int:
+            codes = {p.error_code for t in body.topics for p in t.partitions}
+            return next((c for c in codes if c in _COORDINATOR_RETRIABLE), ErrorCode.none)
+
+        body, _ = self._group_call(group, OFFSET_COMMIT, data, error_of)
+        failed = [(t.name, p.partition_index, p.error_code) for t in body.topics for p in t.partitions
+                  if p.error_code != ErrorCode.none]
+        if failed:
+            topic, partition, code = failed[0]
+            more = f" (and {len(failed) - 1} more partitions)" if len(failed) > 1 else ""
+            raise KafkaErrorResponse(code, f"OffsetCommit for group {group!r}, {topic}-{partition}{more}")
+
+    def delete_group(self, group: str) -> None:
+        def error_of(body: Any) -> int:
+            results = [r for r in body.results if r.group_id == group]
+            if len(results) != 1:
+                raise AdminError(f"DeleteGroups answered {len(body.results)} results, none for group {group!r}")
+            return results[0].error_code
+
+        body, _ = self._group_call(group, DELETE_GROUPS, {"groups_names": [group]}, error_of)
+        code = error_of(body)
+        if code != ErrorCode.none:
+            raise KafkaErrorResponse(code, f"DeleteGroups for group {group!r}")
+
+    # -- offsets ----------------------------------------------------------------------------------
+
+    def list_offsets(self, partitions: Iterable[TopicPartition], timestamp: int,
+                     strict: bool = True) -> dict[TopicPartition, int | None]:
+        """ListOffsets at each partition's leader: EARLIEST, LATEST or a timestamp in ms (None when
+        no record is that recent). With strict=False a partition that errors maps to None."""
+        wanted = sorted(set(partitions))
+        out: dict[TopicPartition, int | None] = {}
+        for attempt in range(3):  # a moved leader is looked up again
+            retry: list[TopicPartition] = []
+            for broker, tps in self._by_leader(wanted, strict).items():
+                if broker is None:
+                    out.update({tp: None for tp in tps})
+                    continue
+                topics: dict[str, list[dict[str, int]]] = {}
+                for topic, partition in tps:
+                    topics.setdefault(topic, []).append(
+                        {"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp})
+                body = self.connection(broker.host, broker.port).call(LIST_OFFSETS, {
+                    "replica_id": -1, "isolation_level": 0, "timeout": int(self.timeout * 1000),
+                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+                for t in body.topics:
+                    for p in t.partitions:
+                        tp = (t.name, int(p.partition_index))
+                        if p.error_code == ErrorCode.none:
+                            out[tp] = None if p.offset < 0 else int(p.offset)
+                        elif p.error_code in _LEADER_RETRIABLE and attempt < 2:
+                            retry.append(tp)
+                        elif strict:
+                            raise KafkaErrorResponse(p.error_code, f"ListOffsets for {tp[0]}-{tp[1]}")
+                        else:
+                            out[tp] = None
+            if not retry:
+                break
+            wanted = retry
+            time.sleep(0.2)
+        missing = [tp for tp in wanted if tp not in out]
+        if missing and strict:
+            raise AdminError(f"ListOffsets did not answer for {missing[0][0]}-{missing[0][1]}")
+        return out
+
+    def _by_leader(self, partitions: list[TopicPartition], strict: bool) -> dict[Broker | None, list[TopicPartition]]:
+        brokers, topics = self.metadata(sorted({t for t, _ in partitions}))
+        out: dict[Broker | None, list[TopicPartition]] = {}
+        for tp in partitions:
+            entry = topics.get(tp[0])
+            leader = None
+            if entry is not None and entry.error_code == ErrorCode.none:
+                leader_id = next((p.leader_id for p in entry.partitions if p.partition_index == tp[1]), None)
+                leader = brokers.get(leader_id) if leader_id is not None else None
+            if leader is None and strict:
+                if entry is not None and entry.error_code != ErrorCode.none:
+                    raise KafkaErrorResponse(entry.error_code, f"topic {tp[0]!r}")
+                raise KafkaErrorResponse(ErrorCode.unknown_topic_or_partition, f"partition {tp[0]}-{tp[1]}")
+            out.setdefault(leader, []).append(tp)
+        return out
+
+
+def _only_group(body: Any, group: str) -> Any:
+    entries = [g for g in body.groups if g.group_id == group]
+    if len(entries) != 1:
+        raise AdminError(f"the coordinator answered {len(body.groups)} groups, none for {group!r}")
+    return entries[0]
+
+
+def _description(g: Any, coordinator: Broker) -> GroupDescription:
+    members = tuple(Member(m.member_id, getattr(m, "group_instance_id", None), m.client_id, m.client_host,
+                           bytes(m.member_metadata), bytes(m.member_assignment)) for m in g.members)
+    return GroupDescription(g.group_id, g.group_state, g.protocol_type, g.protocol_data, members, coordinator)
