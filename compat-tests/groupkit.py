@@ -1,0 +1,192 @@
+"""Consumer-group scenarios shared by every client family.
+
+A *member* is a separate OS process running one stock client in a consumer group (so a test can
+SIGKILL it). It prints JSON lines on stdout, which `Member` collects:
+
+    {"event": "assigned", "partitions": [0, 3]}        after every rebalance (its whole assignment)
+    {"event": "record", "partition": 0, "offset": 5, "key": "..."}   one per record processed
+    {"event": "committed", "offsets": {"0": 6}}        after a successful commit (next offsets)
+    {"event": "closed"}                                 after a clean close on SIGTERM
+
+Members commit synchronously after processing each poll batch, so a graceful rebalance loses or
+repeats nothing; a SIGKILLed member's processed-but-uncommitted records are read again by the
+member that takes its partitions over (at-least-once), which `check_after_kill` allows exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Callable, Iterable
+
+HERE = Path(__file__).resolve().parent
+
+
+class Member:
+    def __init__(self, argv: list[str], name: str, log_dir: Path, env: dict[str, str] | None = None) -> None:
+        self.name = name
+        self.argv = argv
+        self.stderr_path = log_dir / f"member-{name}.stderr.log"
+        self._stderr = open(self.stderr_path, "wb")
+        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL,
+                                     env={**os.environ, **(env or {})}, text=True, bufsize=1)
+        self._lock = threading.Lock()
+        self.events: list[dict] = []
+        self.unparsed: list[str] = []
+        self._reader = threading.Thread(target=self._read, name=f"member-{name}", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                event = json.loads(line)
+            except ValueError:
+                with self._lock:
+                    self.unparsed.append(line)
+                continue
+            with self._lock:
+                self.events.append(event)
+
+    # -- what the member reported -------------------------------------------------------------------
+    def _of(self, kind: str) -> list[dict]:
+        with self._lock:
+            return [e for e in self.events if e.get("event") == kind]
+
+    @property
+    def assignment(self) -> set[int] | None:
+        assigned = self._of("assigned")
+        return set(assigned[-1]["partitions"]) if assigned else None
+
+    @property
+    def records(self) -> list[tuple[int, int]]:
+        return [(e["partition"], e["offset"]) for e in self._of("record")]
+
+    @property
+    def committed(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for e in self._of("committed"):
+            out.update({int(p): int(o) for p, o in e["offsets"].items()})
+        return out
+
+    @property
+    def closed_cleanly(self) -> bool:
+        return bool(self._of("closed"))
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stderr_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def describe(self) -> str:
+        return (f"member {self.name} (pid {self.proc.pid}, alive={self.alive}): assignment={self.assignment}, "
+                f"{len(self.records)} records, committed={self.committed}\n--- stderr tail ---\n{self.stderr_tail()}")
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    def terminate(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM: the member closes its consumer (LeaveGroup) and exits."""
+        if self.alive:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return None
+        finally:
+            self._reader.join(5)
+            self._stderr.close()
+
+    def kill(self) -> None:
+        if self.alive:
+            self.proc.send_signal(signal.SIGKILL)
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            pass
+        self._reader.join(5)
+
+
+def wait_for(cond: Callable[[], object], timeout: float, what: str, members: Iterable[Member] = ()) -> object:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        dead = [m for m in members if not m.alive and not m.closed_cleanly]
+        if dead or time.monotonic() >= deadline:
+            details = "\n".join(m.describe() for m in members)
+            reason = f"member {dead[0].name} exited" if dead else f"timed out after {timeout}s"
+            raise AssertionError(f"{reason} waiting for {what}\n{details}")
+        time.sleep(0.1)
+
+
+def balanced(members: list[Member], partitions: int) -> bool:
+    """Every member has an assignment, they do not overlap, and together cover every partition."""
+    assignments = [m.assignment for m in members]
+    if any(a is None or not a for a in assignments):
+        return False
+    union: set[int] = set()
+    for a in assignments:
+        if union & a:
+            return False
+        union |= a
+    return union == set(range(partitions))
+
+
+def wait_balanced(members: list[Member], partitions: int, timeout: float) -> None:
+    wait_for(lambda: balanced(members, partitions), timeout,
+             f"{len(members)} members to split {partitions} partitions without overlap", members)
+
+
+def read_positions(members: Iterable[Member]) -> Counter:
+    counts: Counter = Counter()
+    for m in members:
+        counts.update(m.records)
+    return counts
+
+
+def wait_all_read(members: list[Member], expected: set[tuple[int, int]], timeout: float) -> None:
+    wait_for(lambda: expected <= set(read_positions(members)), timeout,
+             f"{len(expected)} records to be read", members)
+
+
+def check_exactly_once(members: list[Member], expected: set[tuple[int, int]]) -> None:
+    counts = read_positions(members)
+    missing = expected - set(counts)
+    twice = {pos: n for pos, n in counts.items() if n > 1}
+    extra = set(counts) - expected
+    assert not missing, f"never read: {sorted(missing)[:20]}"
+    assert not twice, f"read more than once: {sorted(twice.items())[:20]}"
+    assert not extra, f"read positions that were never produced: {sorted(extra)[:20]}"
+
+
+def check_after_kill(survivors: list[Member], killed: Member, expected: set[tuple[int, int]]) -> None:
+    """At-least-once across a SIGKILL: all read; a record is read twice only if the killed member
+    read it and had not committed past it (the takeover starts from the last commit)."""
+    counts = read_positions([*survivors, killed])
+    missing = expected - set(counts)
+    assert not missing, f"never read: {sorted(missing)[:20]}"
+    committed = killed.committed
+    for (partition, offset), n in counts.items():
+        if n > 1:
+            assert (partition, offset) in set(killed.records), f"{(partition, offset)} read {n} times by survivors"
+            assert offset >= committed.get(partition, 0), (
+                f"{(partition, offset)} read again although the killed member committed {committed.get(partition)}")
+
+
+def expected_positions(acked: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    return {(int(p), int(o)) for p, o in acked}
