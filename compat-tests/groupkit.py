@@ -68,6 +68,11 @@ class Member:
         return set(assigned[-1]["partitions"]) if assigned else None
 
     @property
+    def assignments(self) -> list[set[int]]:
+        """Every assignment the member reported, in order (one per rebalance callback)."""
+        return [set(e["partitions"]) for e in self._of("assigned")]
+
+    @property
     def records(self) -> list[tuple[int, int]]:
         return [(e["partition"], e["offset"]) for e in self._of("record")]
 
@@ -190,3 +195,11 @@ def check_after_kill(survivors: list[Member], killed: Member, expected: set[tupl
 
 def expected_positions(acked: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
     return {(int(p), int(o)) for p, o in acked}
+
+
+def end_offsets(positions: Iterable[tuple[int, int]]) -> dict[int, int]:
+    """{partition: offset after the last one read}: what a group that processed `positions` commits."""
+    ends: dict[int, int] = {}
+    for p, o in positions:
+        ends[p] = max(ends.get(p, 0), o + 1)
+    return ends

@@ -11,6 +11,7 @@ import time
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode
 from kbroker.group.metadata import OffsetAndMetadata
+from kbroker.wire.protocol import to_ms
 
 INVALID_OFFSET = -1
 
@@ -23,8 +24,8 @@ def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
 async def offset_commit(ctx: RequestContext, request) -> dict:
     coordinator = ctx.broker.group_coordinator_for_request()
     now = time.time_ns() // 1_000_000
-    retention = getattr(request, "retention_time", -1)
-    expire = now + retention if retention is not None and retention >= 0 else -1  # v2-v4 only
+    retention = to_ms(getattr(request, "retention_time", None))  # v2-v4 only; kio decodes it as a timedelta
+    expire = now + retention if retention >= 0 else -1
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], OffsetAndMetadata] = {}
     for topic in request.topics:
