@@ -863,4 +863,17 @@ class GroupCoordinator:
         return group
 
     def shutdown(self) -> None:
+        """Stop coordinating: parked joins and syncs are answered NOT_COORDINATOR (as when Kafka
+        unloads a group), so clients look for the coordinator again instead of holding a
+        connection open through the broker's shutdown; the groups reload from the log on start."""
         self.active = False
+        for group in self.groups.values():
+            for member in group.members.values():
+                join, member.awaiting_join = member.awaiting_join, None
+                if join is not None:
+                    join(JoinResult(member.member_id, E.not_coordinator))
+                sync, member.awaiting_sync = member.awaiting_sync, None
+                if sync is not None:
+                    sync(SyncResult(E.not_coordinator))
+        self._join_ops.clear()
+        self.timers = TimerQueue()

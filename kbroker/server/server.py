@@ -232,6 +232,7 @@ class KafkaServer:
     async def _drain(self, listen_scope: trio.CancelScope) -> None:
         self._shutting_down = True
         listen_scope.cancel()
+        self.broker.group_coordinator.shutdown()  # parked JoinGroup/SyncGroup answer now
         for conn in list(self._connections):
             if not conn.busy:
                 conn.scope.cancel()

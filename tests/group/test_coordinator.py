@@ -576,3 +576,21 @@ def test_group_records_use_kafkas_formats():
     decoded = fmt.decode_group_metadata_value(value)
     assert decoded.generation == gen and decoded.protocol == "range" and decoded.leader == leader
     assert {m.member_id: m.assignment for m in decoded.members} == {leader: b"L", follower: b"F"}
+
+
+def test_shutdown_answers_parked_joins_and_syncs():
+    h = Harness()
+    a, ja = h.join_new()
+    b, jb = h.join_new()
+    h.advance(3000)
+    h.advance(3000)
+    leader = ja.result.leader_id
+    follower = b if leader == a else a
+    waiting_sync = h.sync(follower, ja.result.generation_id)
+    _c, waiting_join = h.join_new(group="other")
+    assert not waiting_sync.done and not waiting_join.done
+    h.coordinator.shutdown()
+    assert waiting_sync.result.error == E.not_coordinator
+    assert waiting_join.result.error == E.not_coordinator
+    assert h.join().result.error == E.coordinator_not_available
+    assert h.coordinator.timers.next_deadline() is None
