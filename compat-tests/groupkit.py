@@ -169,6 +169,14 @@ def wait_all_read(members: list[Member], expected: set[tuple[int, int]], timeout
              f"{len(expected)} records to be read", members)
 
 
+def wait_all_read_after_kill(survivors: list[Member], killed: Member, expected: set[tuple[int, int]],
+                             timeout: float) -> None:
+    """`wait_all_read` with a SIGKILLed member's records counted: only the survivors are watched
+    (a killed member is, by design, not alive and not closed cleanly)."""
+    wait_for(lambda: expected <= set(read_positions([*survivors, killed])), timeout,
+             f"{len(expected)} records to be read by the survivors of {killed.name}", survivors)
+
+
 def check_exactly_once(members: list[Member], expected: set[tuple[int, int]]) -> None:
     counts = read_positions(members)
     missing = expected - set(counts)
