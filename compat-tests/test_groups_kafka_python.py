@@ -105,7 +105,7 @@ def test_killed_member_partitions_move_to_the_survivor(kafka, kt, kbroker, spawn
     # kafka-python's default session.timeout.ms is 45 s: then the coordinator drops b and a rejoins
     gk.wait_for(lambda: a.assignment == set(range(PARTITIONS)), 90, "the survivor to own every partition", [a])
     expected |= _produce(kafka, kbroker, topic, 120, "after")
-    gk.wait_all_read([a, b], expected, 60)
+    gk.wait_all_read_after_kill([a], b, expected, 60)
     assert a.terminate() == 0, a.describe()
     gk.check_after_kill([a], b, expected)
     assert _committed(kafka, kbroker, group, topic) == _ends(expected)
