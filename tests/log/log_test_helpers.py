@@ -52,7 +52,9 @@ def read_all_records(log: Log, start: int | None = None, max_bytes: int = 1 << 2
         data = log.read(offset, max_bytes).read_bytes()
         if not data:
             break
+        next_offset = offset
         for pos, h in iter_batch_headers(data, check_crc=True):
             out.extend(r for r in decode_records(data, pos, h) if r.offset >= offset)
-        offset = out[-1].offset + 1 if out else log.log_end_offset
+            next_offset = h.last_offset + 1  # as consumers do: compaction may leave a batch's tail empty
+        offset = next_offset
     return out
