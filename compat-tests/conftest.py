@@ -493,10 +493,11 @@ class JavaHarness:
         self.java = java
         self.classpath = classpath
 
+    def argv(self, *args: str) -> list[str]:
+        return [self.java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", self.classpath, "KbrokerHarness", *args]
+
     def run(self, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run([self.java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", self.classpath,
-                               "KbrokerHarness", *args],
-                              input=stdin, capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(self.argv(*args), input=stdin, capture_output=True, text=True, timeout=timeout)
 
     def ok(self, *args: str, stdin: str | None = None, timeout: float = 120) -> list[str]:
         cp = self.run(*args, stdin=stdin, timeout=timeout)

@@ -1,4 +1,5 @@
-// Small driver for the stock Java kafka-clients 3.9.0, used by compat-tests/test_java.py.
+// Small driver for the stock Java kafka-clients 3.9.0, used by compat-tests/test_java.py and
+// test_groups_java.py.
 //
 // It makes exactly the calls Spark's Kafka connector makes: Admin describeTopics / listOffsets on
 // the driver, KafkaConsumer.assign + seek + poll on executors, an idempotent KafkaProducer for
@@ -19,10 +20,17 @@
 //       spec: earliest | latest | ts:MS, each looked up for every partition of the topic
 //   admin <bootstrap> delete <topic>                   -> "DELETED <topic>"
 //   admin <bootstrap> list                             -> "TOPIC <name>"
+//   admin <bootstrap> group-offsets <group>            -> "COMMITTED <topic> <p> <offset>" (listConsumerGroupOffsets)
 //   spark <bootstrap> <topic> <timeout_ms>
 //       the connector's read path: describeTopics, listOffsets earliest+latest, then per partition a
 //       consumer (group.id set, auto.offset.reset=none, no auto commit) assign+seek+poll up to latest.
 //       stdout: "RANGE <p> <earliest> <latest>", "REC ..." lines, "DONE <n>"
+//   group-member <bootstrap> <group> <topic> <range|roundrobin|cooperative-sticky> [group.instance.id]
+//       a consumer-group member for compat-tests/groupkit.py (test_groups_java.py): subscribe, poll,
+//       commitSync after each non-empty batch; JSON lines on stdout: {"event":"assigned",...} (the
+//       whole assignment after every onPartitionsAssigned), {"event":"record",...} per record,
+//       {"event":"committed","offsets":{...}}, and {"event":"closed"} after SIGTERM closed the
+//       consumer (a shutdown hook wakes the poll thread up; exit status 0 once it has closed).
 //
 // Any failure: "ERROR <class>: <message>" on stdout and exit status 1.
 
@@ -40,11 +48,15 @@ import java.util.Properties;
 import java.util.TreeMap;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
@@ -67,6 +79,7 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 public final class KbrokerHarness {
     private static final long CALL_TIMEOUT_S = 30;
+    private static volatile boolean failing = false;
 
     public static void main(String[] args) {
         try {
@@ -78,11 +91,15 @@ public final class KbrokerHarness {
                     break;
                 case "admin": admin(args); break;
                 case "spark": spark(args[1], args[2], Long.parseLong(args[3])); break;
+                case "group-member":
+                    groupMember(args[1], args[2], args[3], args[4], args.length > 5 ? args[5] : null);
+                    return;  // its shutdown hook ends the JVM
                 default: throw new IllegalArgumentException("unknown subcommand " + args[0]);
             }
             System.out.flush();
             System.exit(0);
         } catch (Throwable t) {
+            failing = true;
             Throwable root = t;
             while (root.getCause() != null && root.getCause() != root) root = root.getCause();
             System.out.println("ERROR " + root.getClass().getName() + ": "
@@ -273,6 +290,12 @@ public final class KbrokerHarness {
                     for (String t : admin.listTopics().names().get(CALL_TIMEOUT_S, TimeUnit.SECONDS))
                         System.out.println("TOPIC " + t);
                     break;
+                case "group-offsets":
+                    for (Map.Entry<TopicPartition, OffsetAndMetadata> e : admin.listConsumerGroupOffsets(args[3])
+                            .partitionsToOffsetAndMetadata().get(CALL_TIMEOUT_S, TimeUnit.SECONDS).entrySet())
+                        if (e.getValue() != null) System.out.println("COMMITTED " + e.getKey().topic() + " "
+                                + e.getKey().partition() + " " + e.getValue().offset());
+                    break;
                 default:
                     throw new IllegalArgumentException("unknown admin call " + args[2]);
             }
@@ -315,5 +338,111 @@ public final class KbrokerHarness {
             }
         }
         System.out.println("DONE " + got);
+    }
+
+    // ---- a consumer-group member ------------------------------------------------------------
+
+    static final Map<String, String> ASSIGNORS = Map.of(
+            "range", "org.apache.kafka.clients.consumer.RangeAssignor",
+            "roundrobin", "org.apache.kafka.clients.consumer.RoundRobinAssignor",
+            "cooperative-sticky", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+
+    static synchronized void emit(String json) {
+        System.out.println(json);
+        System.out.flush();
+    }
+
+    static String jsonString(String s) {
+        StringBuilder sb = new StringBuilder("\"");
+        for (char ch : s.toCharArray()) {
+            if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
+            else if (ch < 0x20) sb.append(String.format("\\u%04x", (int) ch));
+            else sb.append(ch);
+        }
+        return sb.append('"').toString();
+    }
+
+    static String partitionList(java.util.Collection<TopicPartition> tps) {
+        List<Integer> ps = new ArrayList<>();
+        for (TopicPartition tp : tps) ps.add(tp.partition());
+        Collections.sort(ps);
+        return ps.toString();
+    }
+
+    static void groupMember(String bootstrap, String group, String topic, String strategy, String instanceId) {
+        Properties p = new Properties();
+        p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+                java.util.Objects.requireNonNull(ASSIGNORS.get(strategy), "unknown strategy " + strategy));
+        if (instanceId != null) p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
+        KafkaConsumer<byte[], byte[]> consumer =
+                new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer());
+        // processed but not yet committed: partition -> next offset
+        Map<Integer, Long> pending = new TreeMap<>();
+        AtomicBoolean closed = new AtomicBoolean(false);
+        Thread pollThread = Thread.currentThread();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            if (failing) return;  // main is exiting with its own status
+            consumer.wakeup();
+            try {
+                pollThread.join(60_000);
+            } catch (InterruptedException ignored) {
+                // fall through: the status below says whether the consumer closed
+            }
+            System.out.flush();
+            Runtime.getRuntime().halt(closed.get() ? 0 : 1);
+        }, "group-member-shutdown"));
+
+        Runnable commit = () -> {
+            if (pending.isEmpty()) return;
+            try {
+                consumer.commitSync();  // the positions of every assigned partition
+            } catch (org.apache.kafka.common.errors.RebalanceInProgressException e) {
+                System.err.println("commit deferred: " + e);  // retried after the next poll
+                return;
+            } catch (org.apache.kafka.clients.consumer.CommitFailedException e) {
+                System.err.println("commit failed: " + e);
+                pending.clear();
+                return;
+            }
+            StringBuilder sb = new StringBuilder();
+            pending.forEach((part, next) -> sb.append(sb.length() > 0 ? "," : "").append('"').append(part)
+                    .append("\":").append(next));
+            pending.clear();
+            emit("{\"event\":\"committed\",\"offsets\":{" + sb + "}}");
+        };
+
+        consumer.subscribe(Collections.singletonList(topic), new ConsumerRebalanceListener() {
+            @Override
+            public void onPartitionsRevoked(java.util.Collection<TopicPartition> partitions) {
+                commit.run();  // before another member starts from our last commit
+            }
+
+            @Override
+            public void onPartitionsAssigned(java.util.Collection<TopicPartition> partitions) {
+                // cooperative-sticky passes only the added partitions: report the whole assignment
+                emit("{\"event\":\"assigned\",\"partitions\":" + partitionList(consumer.assignment()) + "}");
+            }
+        });
+        try {
+            while (true) {
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(200));
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    emit("{\"event\":\"record\",\"partition\":" + r.partition() + ",\"offset\":" + r.offset()
+                            + ",\"key\":" + jsonString(r.key() == null ? "" : new String(r.key(), StandardCharsets.UTF_8))
+                            + "}");
+                    pending.put(r.partition(), r.offset() + 1);
+                }
+                commit.run();
+            }
+        } catch (WakeupException e) {
+            commit.run();  // a wakeup that cut a commit short: commit once more before leaving
+        }
+        consumer.close(Duration.ofSeconds(30));  // LeaveGroup
+        emit("{\"event\":\"closed\"}");
+        closed.set(true);
     }
 }
