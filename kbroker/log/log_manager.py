@@ -64,6 +64,7 @@ class LogManager:
         # delete horizon of its remaining tombstones (in memory, as Kafka keeps it).
         self.cleaner_offsets: dict[TopicPartition, int] = {}
         self._delete_horizons: dict[TopicPartition, int] = {}
+        self._uncleanable: set[TopicPartition] = set()  # a clean failed: skipped until restart, as Kafka does
 
     # --- startup ----------------------------------------------------------------------------------
 
@@ -156,6 +157,7 @@ class LogManager:
         if removed is None:
             return None
         self._delete_horizons.pop(tp, None)
+        self._uncleanable.discard(tp)
         had_cleaner_offset = self.cleaner_offsets.pop(tp, None) is not None
         d = self._dir_of.pop(tp)
         removed.rename_dir(f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
@@ -251,7 +253,7 @@ class LogManager:
         candidates = [
             (LogToClean.of(lg, self.cleaner_offsets.get(tp), now), self._delete_horizons.get(tp))
             for tp, lg in self.logs.items()
-            if lg.config.compact_enabled
+            if lg.config.compact_enabled and tp not in self._uncleanable
         ]
         cleaned = 0
         cleaner = Cleaner()
@@ -263,7 +265,12 @@ class LogManager:
                 # this log as compaction, not damage.
                 self.cleaner_offsets[tp] = ltc.first_dirty_offset
                 self._write_cleaner_checkpoint(d)
-            end, stats = cleaner.clean(ltc, now)
+            try:
+                end, stats = cleaner.clean(ltc, now)
+            except Exception:
+                log.exception("cleaning %s failed; it is not cleaned again until restart", tp)
+                self._uncleanable.add(tp)
+                continue
             self.cleaner_offsets[tp] = end
             if stats.next_delete_horizon_ms is None:
                 self._delete_horizons.pop(tp, None)

@@ -502,3 +502,33 @@ def test_property_clean_keeps_exactly_the_latest_value_per_key(tmp_path_factory,
     log = open_log(tmp_path, cfg, recovery_point=0)
     assert kv(log) == expected
     log.close()
+
+
+def test_a_log_that_fails_to_clean_is_skipped_and_left_intact(tmp_path, caplog):
+    import struct
+
+    from crc32c import crc32c
+
+    lm = LogManager([tmp_path], COMPACT, now_ms=Clock())
+    lm.startup()
+    bad = lm.get_or_create_log(TopicPartition("bad", 0))
+    good = lm.get_or_create_log(TopicPartition("good", 0))
+    for lg in (bad, good):
+        for i in range(5):
+            append_kv(lg, [(b"k", b"v%d" % i)])
+    # a batch whose CRC is right but whose record count lies: only reading its records shows it
+    raw = bytearray(build_batch([Record(5, 1000, b"k", b"v")], base_offset=5))
+    struct.pack_into(">i", raw, 57, 3)
+    struct.pack_into(">I", raw, 17, crc32c(bytes(raw[21:])))
+    bad.append_as_follower(raw, validate_batches(raw, from_client=False))
+    for lg in (bad, good):
+        lg.update_high_watermark(lg.log_end_offset)
+        lg.roll()
+    before = bad.segments[0].log_path.read_bytes()
+    assert lm.clean_compacted_logs() == 1
+    assert "cleaning bad-0 failed" in caplog.text
+    assert kv(good) == [(4, b"k", b"v4")]
+    assert bad.segments[0].log_path.read_bytes() == before
+    assert not any(p.name.endswith(CLEANED_SUFFIX) for p in (tmp_path / "bad-0").iterdir())
+    assert lm.clean_compacted_logs() == 0
+    lm.shutdown()
