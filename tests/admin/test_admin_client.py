@@ -8,6 +8,8 @@ import threading
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kbroker.admin.client import (API_VERSIONS, CLIENT_VERSIONS, DESCRIBE_GROUPS, FIND_COORDINATOR, LIST_GROUPS,
                                   AdminClient, AdminError, Connection, KafkaErrorResponse, error_name)
@@ -214,3 +216,28 @@ def test_error_names():
     assert error_name(16) == "NOT_COORDINATOR"
     assert error_name(68) == "NON_EMPTY_GROUP"
     assert error_name(31337) == "UNKNOWN_ERROR_CODE_31337"
+
+
+RESPONSES = [(key, v) for key, (lo, hi) in sorted(CLIENT_VERSIONS.items()) for v in range(lo, hi + 1)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(RESPONSES), st.binary(max_size=120), st.data())
+def test_garbage_responses_are_a_protocol_error(api, garbage, data):
+    # whatever a peer sends (here: a correlation id and garbage, or a real body cut and flipped),
+    # decoding ends in the response or ProtocolError, never a huge allocation or another exception
+    key, version = api
+    if data.draw(st.booleans()):
+        frame = encode_response(RequestHeader(key, version, 1, None, False), build_response(
+            RequestHeader(key, version, 1, None, False), {}))[4:]
+        frame = bytearray(frame + garbage)
+        if frame:
+            i = data.draw(st.integers(0, len(frame) - 1))
+            frame[i] ^= data.draw(st.integers(1, 255))
+        frame = bytes(frame[:data.draw(st.integers(0, len(frame)))])
+    else:
+        frame = struct.pack(">i", 1) + garbage
+    try:
+        decode_response(key, version, frame)
+    except ProtocolError:
+        pass
