@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import fcntl
 import importlib
 import os
 import shutil
@@ -537,18 +538,21 @@ def _fetch_jars() -> list[Path]:
 def java_harness() -> JavaHarness:
     java = require_exe("java")
     javac = require_exe("javac")
-    try:
-        jars = _fetch_jars()
-    except (OSError, KeyError, zipfile.BadZipFile, subprocess.TimeoutExpired) as e:
-        require(False, f"could not fetch the kafka-clients jars from {PYDBZ}: {e!r}")
-    classes = CACHE / "classes"
-    cls = classes / "KbrokerHarness.class"
-    jar_cp = os.pathsep.join(str(j) for j in jars)
-    if not cls.exists() or cls.stat().st_mtime < JAVA_SRC.stat().st_mtime:
-        classes.mkdir(parents=True, exist_ok=True)
-        cp = subprocess.run([javac, "-nowarn", "-cp", jar_cp, "-d", str(classes), str(JAVA_SRC)],
-                            capture_output=True, text=True, timeout=300)
-        assert cp.returncode == 0, f"javac KbrokerHarness.java failed:\n{cp.stdout}\n{cp.stderr}"
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test workers share the cache: one builds it
+        try:
+            jars = _fetch_jars()
+        except (OSError, KeyError, zipfile.BadZipFile, subprocess.TimeoutExpired) as e:
+            require(False, f"could not fetch the kafka-clients jars from {PYDBZ}: {e!r}")
+        classes = CACHE / "classes"
+        cls = classes / "KbrokerHarness.class"
+        jar_cp = os.pathsep.join(str(j) for j in jars)
+        if not cls.exists() or cls.stat().st_mtime < JAVA_SRC.stat().st_mtime:
+            classes.mkdir(parents=True, exist_ok=True)
+            cp = subprocess.run([javac, "-nowarn", "-cp", jar_cp, "-d", str(classes), str(JAVA_SRC)],
+                                capture_output=True, text=True, timeout=300)
+            assert cp.returncode == 0, f"javac KbrokerHarness.java failed:\n{cp.stdout}\n{cp.stderr}"
     return JavaHarness(java, os.pathsep.join([str(classes), jar_cp]))
 
 
