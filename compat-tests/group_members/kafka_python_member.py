@@ -48,7 +48,8 @@ def main():
 
     consumer.subscribe([args.topic], listener=Listener())
     while not stop:
-        batch = consumer.poll(timeout_ms=200)
+        # long polls: kafka-python 3.0.12 can drop a rebalance that completes as a poll times out
+        batch = consumer.poll(timeout_ms=1000)
         if not batch:
             continue
         nexts = {}
