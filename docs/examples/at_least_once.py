@@ -35,7 +35,7 @@ def main() -> None:
     batches = 0
     idle_ms = 0
     while idle_ms < args.idle_exit_s * 1000:
-        batch = consumer.poll(timeout_ms=500)
+        batch = consumer.poll(timeout_ms=1000)
         if not batch:
             if consumer.assignment():  # joining the group takes a moment; idle counts after it
                 idle_ms += 500
