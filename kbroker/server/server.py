@@ -31,23 +31,55 @@ REUSE_LIMIT = 8 * 1024 * 1024  # the largest frame buffer a connection keeps bet
 SENDFILE_MIN = 64 * 1024  # smaller record data is read and sent with the header in one write
 
 
-async def _receive_rest(stream: trio.SocketStream, body: bytearray | memoryview, have: int):
-    """Fill `body` from the socket with recv_into; None if the peer closed first."""
+async def _recv_into(sock, view: memoryview, idle_timeout: float = float("inf")) -> int:
+    """recv_into straight on the descriptor; trio only when the socket is dry. Bytes received,
+    0 when the peer closed or nothing arrived for `idle_timeout` seconds.
+
+    trio's own socket methods yield to the scheduler twice per call; under load the data is
+    usually there already, and a request pays for one yield (after its response) instead.
+    """
+    while True:
+        try:
+            return os.readv(sock.fileno(), (view,))
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            raise trio.BrokenResourceError(str(exc)) from exc
+        with trio.move_on_after(idle_timeout):
+            await trio.lowlevel.wait_readable(sock)
+            continue
+        return 0
+
+
+async def _send_all(sock, data) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            sent = os.write(sock.fileno(), view)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        except OSError as exc:
+            raise trio.BrokenResourceError(str(exc)) from exc
+        view = view[sent:]
+
+
+async def _receive_rest(sock, body: bytearray | memoryview, have: int):
+    """Fill `body` from the socket; None if the peer closed first."""
     view = memoryview(body)
-    sock = stream.socket
     while have < len(body):
-        got = await sock.recv_into(view[have:])
+        got = await _recv_into(sock, view[have:])
         if not got:
             return None
         have += got
     return body
 
 
-async def send_response(stream: trio.SocketStream, response: bytes | list) -> None:
+async def send_response(sock, response: bytes | list) -> None:
     """Send a response: bytes, or chunks of bytes and file ranges (a Fetch), the large ranges with
     sendfile so record data never passes through Python."""
     if isinstance(response, bytes):
-        await stream.send_all(response)
+        await _send_all(sock, response)
         return
     small = sum(c.size for c in response if not isinstance(c, bytes)) < SENDFILE_MIN
     pending = bytearray()
@@ -61,15 +93,14 @@ async def send_response(stream: trio.SocketStream, response: bytes | list) -> No
             pending += data
         else:
             if pending:
-                await stream.send_all(pending)
+                await _send_all(sock, pending)
                 pending = bytearray()
-            await _sendfile(stream, chunk)
+            await _sendfile(sock, chunk)
     if pending:
-        await stream.send_all(pending)
+        await _send_all(sock, pending)
 
 
-async def _sendfile(stream: trio.SocketStream, file_range) -> None:
-    sock = stream.socket
+async def _sendfile(sock, file_range) -> None:
     offset, remaining = file_range.position, file_range.size
     while remaining:
         try:
@@ -83,7 +114,6 @@ async def _sendfile(stream: trio.SocketStream, file_range) -> None:
             raise trio.BrokenResourceError("a file range shrank during sendfile")
         offset += sent
         remaining -= sent
-    await trio.lowlevel.checkpoint()
 
 
 class _Connection:
@@ -101,6 +131,8 @@ class KafkaServer:
         self.listeners: list[trio.SocketListener] = []
         self._connections: set[_Connection] = set()
         self._shutting_down = False
+        # shared by all connections: each copies what it received into its decoder before it awaits
+        self._receive_buffer = memoryview(bytearray(RECEIVE_CHUNK))
 
     @property
     def port(self) -> int:
@@ -125,8 +157,10 @@ class KafkaServer:
         self._connections.add(conn)
         decoder = FrameDecoder(self.config.get("socket.request.max.bytes"))
         reusable: bytearray | None = None  # fresh large buffers cost page faults; one is kept
+        chunk = self._receive_buffer
+        sock = stream.socket
         try:
-            peer = stream.socket.getpeername()[0]
+            peer = sock.getpeername()[0]
         except OSError:
             peer = ""
         try:
@@ -135,25 +169,24 @@ class KafkaServer:
                     frame = decoder.next_frame()
                     if frame is None:
                         if decoder.bytes_wanted > LARGE_FRAME and decoder.buffered >= 4:
-                            frame = await _receive_rest(stream, *decoder.begin_frame_into(reusable))
+                            frame = await _receive_rest(sock, *decoder.begin_frame_into(reusable))
                             if frame is None:
                                 return
                             if isinstance(frame, bytearray) and len(frame) <= REUSE_LIMIT:
                                 reusable = frame  # kept for this connection's next large frame
                         else:
-                            data = b""
-                            with trio.move_on_after(idle_timeout if idle_timeout > 0 else float("inf")):
-                                data = await stream.receive_some(RECEIVE_CHUNK)
-                            if not data:
+                            got = await _recv_into(sock, chunk, idle_timeout if idle_timeout > 0 else float("inf"))
+                            if not got:
                                 return  # closed by the peer, or idle for connections.max.idle.ms
-                            decoder.receive_data(data)
+                            decoder.receive_data(chunk[:got])
                             continue
                     conn.busy = True
                     with trio.CancelScope(shield=self._shutting_down):
                         response = await handle_frame(self.broker, frame, peer)
                         if response is not None:
-                            await send_response(stream, response)
+                            await send_response(sock, response)
                     conn.busy = False
+                    await trio.lowlevel.checkpoint()  # one yield per request: other connections get their turn
         except (FrameError, ProtocolError) as exc:
             logger.info("closing connection from %s: %s", peer, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
