@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import os
 import platform
 import resource
@@ -241,6 +242,14 @@ def progress(row: dict) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+
+def _portable(broker_command: str | None, base: Path) -> str | None:
+    """The broker command as it reads on any machine: no interpreter path, temp dir or port of this run."""
+    if broker_command is None:
+        return None
+    out = broker_command.replace(str(base), "<temp dir>").replace(sys.executable, "python", 1)
+    return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<free port>", out)
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
@@ -352,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         for ln in lines:
             print(f"    {ln}")
     if args.json:
-        doc = {"command": command, "broker_command": broker_command, "machine": mach, "started": started,
+        doc = {"command": command, "broker_command": _portable(broker_command, base), "machine": mach, "started": started,
                "seconds": time.time() - started, "args": vars(args), "scale": vars(scale), "notes": notes,
                "broker_log_problems": problems,
                "results": [{**r, "target": judge(r, args.quick)[0], "status": judge(r, args.quick)[1],
