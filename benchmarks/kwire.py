@@ -1,16 +1,21 @@
 """Owns the raw-socket Kafka requests the harness sends itself: ApiVersions v0 (readiness probe,
-idle connections) and Metadata v1 for all topics (timed, parsed to count topics/partitions).
+idle connections), Metadata v1 for all topics (timed, parsed to count topics/partitions) and
+pipelined single-partition Produce v3 (the broker's cost per request).
 No client library involved, so these time the broker and nothing else."""
 
 from __future__ import annotations
 
 import socket
 import struct
+import threading
 import time
+
+from crc32c import crc32c
 
 CLIENT_ID = b"kbroker-bench"
 API_VERSIONS = 18
 METADATA = 3
+PRODUCE = 0
 
 
 def request_bytes(api_key: int, version: int, correlation_id: int, body: bytes = b"") -> bytes:
@@ -114,3 +119,70 @@ def parse_metadata_v1(buf: bytes) -> dict:
             partitions += 1
             errors += perr != 0
     return {"topics": topics, "partitions": partitions, "errors": errors, "per_topic": per_topic}
+
+
+def _varint(value: int) -> bytes:
+    value = (value << 1) ^ (value >> 63)  # zigzag
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def record_batch(count: int, value: bytes, timestamp_ms: int) -> bytes:
+    """A magic-v2 record batch of `count` records (no key, no headers), CRC-32C filled in."""
+    records = bytearray()
+    for i in range(count):
+        body = b"\0" + _varint(0) + _varint(i) + _varint(-1) + _varint(len(value)) + value + _varint(0)
+        records += _varint(len(body)) + body
+    after_crc = struct.pack(">hiqqqhii", 0, count - 1, timestamp_ms, timestamp_ms, -1, -1, -1, count) + records
+    crc = crc32c(after_crc)
+    return struct.pack(">qiibI", 0, 4 + 1 + 4 + len(after_crc), -1, 2, crc) + after_crc
+
+
+def produce_v3(correlation_id: int, topic: str, partition: int, batch: bytes, acks: int = 1) -> bytes:
+    name = topic.encode()
+    body = (struct.pack(">hhi", -1, acks, 30000) + struct.pack(">ih", 1, len(name)) + name
+            + struct.pack(">iii", 1, partition, len(batch)) + batch)
+    return request_bytes(PRODUCE, 3, correlation_id, body)
+
+
+def produce_pipelined(host: str, port: int, topic: str, partitions: int, batch: bytes, count: int,
+                      deadline: float) -> dict:
+    """Send `count` Produce v3 requests (acks=1, one batch for partition i % partitions each) as fast
+    as the socket takes them while a second thread reads the answers; errors are counted."""
+    frames = [produce_v3(0, topic, p, batch) for p in range(partitions)]
+    with socket.create_connection((host, port), timeout=60) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        result = {"answered": 0, "errors": 0, "first_error": None}
+
+        def read_answers() -> None:
+            try:
+                for _ in range(count):
+                    resp = read_response(sock)
+                    # correlation, [topic: name, [partition, error, ...]]
+                    (name_len,) = struct.unpack_from(">h", resp, 8)
+                    (error,) = struct.unpack_from(">h", resp, 10 + name_len + 8)
+                    if error:
+                        result["errors"] += 1
+                        result["first_error"] = result["first_error"] or f"error code {error}"
+                    result["answered"] += 1
+            except OSError as exc:
+                result["first_error"] = result["first_error"] or str(exc)
+
+        reader = threading.Thread(target=read_answers, daemon=True)
+        t0 = time.perf_counter()
+        reader.start()
+        sent = 0
+        for i in range(count):
+            if not i & 255 and time.perf_counter() > deadline:
+                break
+            frame = bytearray(frames[i % partitions])
+            struct.pack_into(">i", frame, 8, i)  # correlation id
+            sock.sendall(frame)
+            sent += 1
+        reader.join(max(1.0, deadline - time.perf_counter()))
+        elapsed = time.perf_counter() - t0
+    return {"sent": sent, "seconds": elapsed, "aborted": sent < count or result["answered"] < sent, **result}

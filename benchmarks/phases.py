@@ -26,11 +26,12 @@ class Scale:
     metadata_repeats: int = 5
     restarts: int = 3
     connections: int = 1000
+    requests: int = 5_000
 
     @classmethod
     def quick(cls) -> "Scale":
         return cls(messages=20_000, e2e_messages=2_000, latency_messages=1_000, meta_topics=10,
-                   meta_partitions=100, metadata_repeats=3, restarts=1, connections=200)
+                   meta_partitions=100, metadata_repeats=3, restarts=1, connections=200, requests=500)
 
 
 @dataclass
@@ -180,6 +181,32 @@ def phase_partitions100(ctx: Ctx) -> list[dict]:
     if base["metrics"]["mb_s"]:
         wide["metrics"]["ratio_to_p1"] = wide["metrics"]["mb_s"] / base["metrics"]["mb_s"]
     return [base, wide]
+
+
+REQUEST_SHAPES = ((160, "160 x 1 KiB"), (1, "1 x 1 KiB"))  # records per batch, label
+
+
+def phase_requests(ctx: Ctx) -> list[dict]:
+    """The broker's cost per Produce request, with no client library in the way: a raw socket
+    pipelines single-partition Produce v3 requests (acks=1) round-robin over a 100-partition topic,
+    one batch of 160 records (the size librdkafka sends per partition in the partitions100 phase)
+    and of one record."""
+    ctx.check_alive()
+    host, port = ctx.host_port
+    rows = []
+    for records, label in REQUEST_SHAPES:
+        topic = ctx.new_topic(f"requests-{records}", 100)
+        batch = kwire.record_batch(records, bytes(1024), int(time.time() * 1000))
+        with Meter(ctx.stats) as meter:
+            r = kwire.produce_pipelined(host, port, topic, 100, batch, ctx.scale.requests, ctx.deadline())
+        m = {**r, **meter.metrics(r["answered"] * records * 1024), "requests_s": r["answered"] / r["seconds"],
+             "mb_s": r["answered"] * records * 1024 / r["seconds"] / 1e6}
+        if meter.broker_cpu is not None and r["answered"]:
+            m["broker_user_us_per_request"] = meter.broker_utime / r["answered"] * 1e6
+            m["broker_sys_us_per_request"] = meter.broker_stime / r["answered"] * 1e6
+        rows.append(row(f"requests.{records}", "requests", f"Produce {label}, 1 partition per request", "requests", m))
+        ctx.drop_topics([topic])
+    return rows
 
 
 def phase_e2e(ctx: Ctx) -> list[dict]:
@@ -342,10 +369,11 @@ PHASES = {
     "produce": phase_produce,
     "consume": phase_consume,
     "partitions100": phase_partitions100,
+    "requests": phase_requests,
     "e2e": phase_e2e,
     "latency": phase_latency,
     "connections": phase_connections,
     "durability": phase_durability,
     "partitions10k": phase_partitions10k,
 }
-REPEATABLE = {"produce", "consume", "partitions100", "e2e", "latency", "durability"}
+REPEATABLE = {"produce", "consume", "partitions100", "requests", "e2e", "latency", "durability"}

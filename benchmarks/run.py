@@ -198,6 +198,10 @@ def describe(row: dict) -> str:
         if "received" in m:
             s += f"  ({_f(m['received'], '{:.0f}')}/{_f(m['sent'], '{:.0f}')} recv)"
         return s
+    if kind == "requests":
+        return (f"{_f(m.get('requests_s'), '{:,.0f}')} req/s  {_f(m.get('mb_s'))} MB/s  broker "
+                f"{_f(m.get('broker_user_us_per_request'), '{:.0f}')} us user + "
+                f"{_f(m.get('broker_sys_us_per_request'), '{:.0f}')} us sys per request")
     if kind == "connections":
         return (f"{_f(m['opened'], '{:.0f}')}/{m['requested']} open in {_f(m['open_s'])} s; produce+consume "
                 f"{'ok' if m.get('serve_ok') else 'FAILED'}; re-probe {_f(m.get('reprobe_ok'), '{:.0f}')} ok")
