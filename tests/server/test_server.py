@@ -347,3 +347,53 @@ async def test_idle_connections_are_closed_and_max_connections_is_enforced(confi
         assert trio.current_time() - start < 3
 
     await _with_server(config, body)
+
+
+@trio_test
+async def test_a_connection_with_pipelined_requests_does_not_starve_another(config):
+    """Each request ends with one yield to the scheduler: a client that pipelines thousands of
+    requests still lets another connection be answered long before its own are all done."""
+    import socket
+
+    from kbroker.wire.records import Record, build_batch
+
+    pipelined = 3000
+
+    def recv_frame(sock):
+        head = b""
+        while len(head) < 4:
+            head += sock.recv(4 - len(head))
+        (size,) = struct.unpack(">i", head)
+        body = b""
+        while len(body) < size:
+            body += sock.recv(size - len(body))
+        return body
+
+    def clients(port):
+        with socket.create_connection(("127.0.0.1", port)) as busy, \
+                socket.create_connection(("127.0.0.1", port)) as other:
+            request = _request(0, 9, _produce_body("busy", build_batch([Record(0, 1000, None, b"v", [])]), acks=1))
+            busy.sendall(request * pipelined)
+            recv_frame(busy)  # the broker is working through them
+            other.sendall(_request(18, 0))
+            assert struct.unpack_from(">ih", recv_frame(other)) == (1, 0)
+            busy.setblocking(False)
+            answered, buffered = 1, b""
+            while True:
+                try:
+                    chunk = busy.recv(1 << 20)
+                except BlockingIOError:
+                    break
+                buffered += chunk
+            while len(buffered) >= 4 and len(buffered) >= 4 + struct.unpack_from(">i", buffered)[0]:
+                buffered = buffered[4 + struct.unpack_from(">i", buffered)[0]:]
+                answered += 1
+            return answered
+
+    async def body(server):
+        stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await _create_topic(stream, "busy")
+        answered = await trio.to_thread.run_sync(clients, server.port)
+        assert answered < pipelined // 2, f"{answered} of {pipelined} pipelined requests answered first"
+
+    await _with_server(config, body)
