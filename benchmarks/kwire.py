@@ -1,7 +1,9 @@
 """Owns the raw-socket Kafka requests the harness sends itself: ApiVersions v0 (readiness probe,
 idle connections), Metadata v1 for all topics (timed, parsed to count topics/partitions) and
 pipelined single-partition Produce v3 (the broker's cost per request).
-No client library involved, so these time the broker and nothing else."""
+No client library involved, so these time the broker and nothing else; and no kbroker code either
+(the encoders here are deliberately the harness's own), so they load Kafka or any other broker
+the same way."""
 
 from __future__ import annotations
 
