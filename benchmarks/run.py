@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import os
 import platform
+import re
 import resource
 import shlex
 import shutil
@@ -246,13 +246,13 @@ def progress(row: dict) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-
 def _portable(broker_command: str | None, base: Path) -> str | None:
     """The broker command as it reads on any machine: no interpreter path, temp dir or port of this run."""
     if broker_command is None:
         return None
     out = broker_command.replace(str(base), "<temp dir>").replace(sys.executable, "python", 1)
     return re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:<free port>", out)
+
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv

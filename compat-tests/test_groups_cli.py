@@ -73,7 +73,7 @@ def consumer_in_group(kbroker, kt, group: str, topic: str, reset: str = "earlies
     consumer caught in it is closed (it leaves the group) and replaced once.
     """
     kafka = kt.require_module("kafka")
-    for attempt in range(2):
+    for _attempt in range(2):
         consumer = kafka.KafkaConsumer(bootstrap_servers=kbroker.bootstrap, group_id=group, client_id=f"cli-{group}",
                                        enable_auto_commit=False, auto_offset_reset=reset,
                                        session_timeout_ms=10000, heartbeat_interval_ms=500)

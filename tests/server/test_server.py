@@ -378,15 +378,15 @@ async def test_a_connection_with_pipelined_requests_does_not_starve_another(conf
             other.sendall(_request(18, 0))
             assert struct.unpack_from(">ih", recv_frame(other)) == (1, 0)
             busy.setblocking(False)
-            answered, buffered = 1, b""
+            buffered = b""
             while True:
                 try:
-                    chunk = busy.recv(1 << 20)
+                    buffered += busy.recv(1 << 20)
                 except BlockingIOError:
                     break
-                buffered += chunk
-            while len(buffered) >= 4 and len(buffered) >= 4 + struct.unpack_from(">i", buffered)[0]:
-                buffered = buffered[4 + struct.unpack_from(">i", buffered)[0]:]
+            answered, pos = 1, 0
+            while len(buffered) >= pos + 4 and len(buffered) >= pos + 4 + struct.unpack_from(">i", buffered, pos)[0]:
+                pos += 4 + struct.unpack_from(">i", buffered, pos)[0]
                 answered += 1
             return answered
 
