@@ -4,6 +4,10 @@ Message bodies are kio's generated entities (Kafka's own JSON schemas, every ver
 is the only place that knows kio's reader/writer API, so the rest of kbroker deals in entities
 built with `build()` from plain dicts. Header versions follow Kafka: request header v2 / response
 header v1 for flexible API versions, v1 / v0 otherwise, and ApiVersions responses always v0.
+
+The ZooKeeper-mode inter-broker APIs, which kio lacks (`interbroker.APIS`), go through the same
+functions: their bodies are read-only dataclasses from `schema_codec`, at the one version
+`interbroker` names.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from kio.serial._implicit_defaults import get_implicit_default
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 from kio.schema.errors import ErrorCode
 
+from kbroker.wire.interbroker import APIS as INTERBROKER_APIS
 from kbroker.wire.request_guard import check_request_bounds
 
 API_VERSIONS_KEY = 18
@@ -44,11 +49,18 @@ class RequestHeader(NamedTuple):
 
 
 def api_name(api_key: int) -> str | None:
-    return api_key_map.get(api_key)
+    name = api_key_map.get(api_key)
+    if name is None and api_key in INTERBROKER_APIS:
+        return INTERBROKER_APIS[api_key].name
+    return name
 
 
 def known_versions(api_key: int) -> range:
-    """The versions kio can encode for an API (empty when the key is unknown)."""
+    """The versions kio can encode for an API (empty when the key is unknown); for an inter-broker
+    API, the one version kbroker serves and sends."""
+    interbroker = INTERBROKER_APIS.get(api_key)
+    if interbroker is not None:
+        return range(interbroker.version, interbroker.version + 1)
     name = api_key_map.get(api_key)
     if name is None:
         return range(0)
@@ -68,11 +80,22 @@ def _response_codec(api_key: int, version: int):
     return cls, entity_writer(cls)
 
 
+def _schema_codec(api_key: int, version: int, kind: str):
+    """The schema-driven codec of an inter-broker body; `kind` is "Request" or "Response"."""
+    from kbroker.wire.schema_codec import message_codec  # deferred: it imports ProtocolError from here
+
+    return message_codec(INTERBROKER_APIS[api_key].message + kind, version)
+
+
 def response_class(api_key: int, version: int) -> type:
+    if api_key in INTERBROKER_APIS:
+        return _schema_codec(api_key, version, "Response").cls
     return _response_codec(api_key, version)[0]
 
 
 def request_class(api_key: int, version: int) -> type:
+    if api_key in INTERBROKER_APIS:
+        return _schema_codec(api_key, version, "Request").cls
     return _request_codec(api_key, version)[0]
 
 
@@ -132,6 +155,8 @@ def _skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
 
 def decode_request(header: RequestHeader, frame: bytes | memoryview, body_offset: int) -> Any:
     """Decode the body of a request whose version kio knows; ProtocolError on garbage."""
+    if header.api_key in INTERBROKER_APIS:
+        return _schema_codec(header.api_key, header.api_version, "Request").decode(frame, body_offset)[0]
     cls, reader = _request_codec(header.api_key, header.api_version)
     try:
         view = memoryview(frame).toreadonly()
@@ -144,6 +169,9 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview, body_offset
 
 def encode_response(header: RequestHeader, response: Any) -> bytes:
     """Response frame: size, header (v0, or v1 for flexible versions except ApiVersions), body."""
+    if header.api_key in INTERBROKER_APIS:
+        codec = _schema_codec(header.api_key, header.api_version, "Response")
+        return _schema_frame(_I32.pack(header.correlation_id) + (b"\0" if header.flexible else b""), codec, response)
     _cls, writer = _response_codec(header.api_key, header.api_version)
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
@@ -165,6 +193,12 @@ def _client_codec(api_key: int, version: int):
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, data: Mapping[str, Any]) -> bytes:
     """A request frame (size, header v1 or v2, body built from `data`), as a client sends it."""
+    if api_key in INTERBROKER_APIS:
+        codec = _schema_codec(api_key, version, "Request")
+        raw = None if client_id is None else client_id.encode()
+        head = _HEADER.pack(api_key, version, correlation_id)
+        head += _I16.pack(-1) if raw is None else _I16.pack(len(raw)) + raw
+        return _schema_frame(head + (b"\0" if codec.flexible else b""), codec, data)
     cls = request_class(api_key, version)
     out = io.BytesIO()
     out.write(b"\0\0\0\0")
@@ -187,6 +221,10 @@ def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tu
     if len(frame) < 4:
         raise ProtocolError("response shorter than its header")
     (correlation_id,) = _I32.unpack_from(frame, 0)
+    if api_key in INTERBROKER_APIS:
+        codec = _schema_codec(api_key, version, "Response")
+        pos = _skip_tagged_fields(frame, 4) if codec.flexible else 4
+        return correlation_id, codec.decode(frame, pos)[0]
     cls = response_class(api_key, version)
     try:
         pos = 4
@@ -198,6 +236,14 @@ def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tu
     except Exception as exc:  # kio raises a variety of errors on malformed input
         raise ProtocolError(f"malformed {api_name(api_key)} v{version} response: {exc!r}") from exc
     return correlation_id, entity
+
+
+def _schema_frame(head: bytes, codec, data: Any) -> bytes:
+    """size + head + the schema-encoded body of `data` (a dict or a built message)."""
+    out = bytearray(4) + head
+    codec.encode_into(out, data)
+    _I32.pack_into(out, 0, len(out) - 4)
+    return bytes(out)
 
 
 # -- building entities from plain values -------------------------------------------------------------
@@ -277,6 +323,9 @@ def build(cls: type, data: Mapping[str, Any]) -> Any:
 
     Handlers describe a response once, for all versions; this fits it to the version asked for.
     """
+    schema = getattr(cls, "__schema_struct__", None)  # an inter-broker message (schema_codec)
+    if schema is not None:
+        return schema.build(data)
     kwargs = {}
     for plan in _plan(cls):
         if plan.name in data:
