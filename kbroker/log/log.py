@@ -1,12 +1,14 @@
 """Log: one partition's log (Kafka's UnifiedLog + LocalLog + LogLoader, without replication policy).
 
 Owns the segments of a `topic-partition` directory, offsets (log start, log end, high watermark,
-recovery point), producer state, loading/recovery, appends, reads, retention and truncation.
+recovery point), producer state, the leader epoch cache, loading/recovery, appends, reads,
+retention and truncation.
 Synchronous and not thread-safe: the caller serialises calls per log.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import time
@@ -22,8 +24,9 @@ from kbroker.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
-from kbroker.log.checkpoint import fsync_dir
+from kbroker.log.checkpoint import CheckpointError, fsync_dir
 from kbroker.log.config import LogConfig
+from kbroker.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
 from kbroker.log.producer_state import ProducerAppendInfo, ProducerStateManager
 from kbroker.log.records_view import FetchDataInfo
 from kbroker.log.segment import (
@@ -46,6 +49,8 @@ from kbroker.wire.records import (
 )
 
 __all__ = ["Log", "LogAppendInfo", "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "wall_clock_ms"]
+
+_logger = logging.getLogger(__name__)
 
 DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86400000  # Kafka's producer.id.expiration.ms
 _STRAY_SUFFIXES = (DELETED_SUFFIX, CLEANED_SUFFIX, ".tmp")
@@ -104,6 +109,7 @@ class Log:
         self.recovery_point = 0
         self.last_flush_ms = now_ms()
         self.producer_state = ProducerStateManager(self.dir)
+        self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)  # loaded by _load
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._dir_dirty = False
         self.closed = False
@@ -130,7 +136,8 @@ class Log:
         Stray `.deleted/.cleaned/.swap/.tmp` files go; segments from the one holding
         `recovery_point` onwards are recovered (all skipped after a clean shutdown, except segments
         whose index is missing); the first invalid batch truncates its segment and deletes every
-        later segment. Producer state comes from the newest snapshot plus a replay of the log.
+        later segment. Producer state comes from the newest snapshot plus a replay of the log; the
+        leader epoch cache from `leader-epoch-checkpoint`, or from the batch headers without one.
         An interrupted cleaner swap is completed (see `_complete_swaps`). `cleaned` says the log
         may hold compacted segments (offset gaps are then valid); compacted topics imply it.
         """
@@ -268,6 +275,57 @@ class Log:
             self.truncate_fully_and_start_at(self.log_start_offset)
         self.recovery_point = self.log_end_offset if clean else min(recovery_point, self.log_end_offset)
         self._rebuild_producer_state()
+        self._load_leader_epoch_cache()
+
+    def _load_leader_epoch_cache(self) -> None:
+        path = self.leader_epoch_cache.path
+        try:
+            cache = LeaderEpochCache.read(path)
+        except FileNotFoundError:
+            cache = None
+        except CheckpointError as e:
+            _logger.warning("rebuilding the leader epoch cache from the log: %s", e)
+            cache = None
+        if cache is None:
+            self.leader_epoch_cache = LeaderEpochCache(path, self._leader_epochs_from_log())
+            self.leader_epoch_cache.flush()
+            return
+        # Entries are written before their data, so a crash can leave some past the recovered
+        # log end; a checkpoint written lazily (Kafka flushes truncations in the background) can
+        # also lag the log start.
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        self.leader_epoch_cache = cache
+
+    def _leader_epochs_from_log(self) -> list[tuple[int, int]]:
+        """(epoch, start offset) at each rise of the batches' leader epoch from the log start on
+        (Kafka's recovery rule: only an epoch above the latest counts, -1 never does). Epochs never
+        fall along a log, so a segment whose first and last batches share one is not scanned."""
+        start = self.log_start_offset
+        out: list[tuple[int, int]] = []
+        latest = -1
+        for seg in self.segments[max(bisect_right(self._bases, start) - 1, 0):]:
+            pos = 0
+            if start > seg.base_offset:
+                m = seg.translate_offset(start)
+                if m is None:
+                    continue
+                pos = m.position
+            first = next(seg.iter_batches(pos), None)
+            if first is None:
+                continue
+            last = first[1]
+            for _pos, h in seg.iter_batches(max(pos, seg.offset_index.last_entry().position)):
+                last = h
+            if first[1].partition_leader_epoch == last.partition_leader_epoch:
+                headers: Iterator[tuple[int, BatchHeader]] = iter((first,))
+            else:
+                headers = seg.iter_batches(pos)
+            for _pos, h in headers:
+                if h.partition_leader_epoch > latest:
+                    latest = h.partition_leader_epoch
+                    out.append((latest, max(h.base_offset, start)))
+        return out
 
     def _rebuild_producer_state(self) -> None:
         psm = self.producer_state
@@ -391,6 +449,10 @@ class Log:
                 set_log_append_time(buf, pos, now)
             offset += h.last_offset_delta + 1
 
+        latest_epoch = self.leader_epoch_cache.latest_epoch
+        if leader_epoch >= 0 and (latest_epoch is None or leader_epoch > latest_epoch):
+            # Before the data, as Kafka: the checkpoint never lacks an epoch the log holds.
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self._write(buf, total, first_offset, last_offset, max_ts, offset_of_max_ts, now)
         for info in updates.values():
             psm.update(info)
@@ -430,6 +492,10 @@ class Log:
         first_offset = self.log_end_offset
         last_offset = expected - 1
         now = self._now_ms()
+        cache = self.leader_epoch_cache
+        for _pos, h in batches:  # the epochs the leader stamped; before the data, as above
+            if h.partition_leader_epoch >= 0:
+                cache.assign(h.partition_leader_epoch, h.base_offset)
         self._write(buf, total, first_offset, last_offset, max_ts, offset_of_max_ts, now)
         for info in updates.values():
             psm.update(info)
@@ -608,6 +674,14 @@ class Log:
                         return rec.offset, ts
         return None
 
+    # --- leader epochs ----------------------------------------------------------------------------
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch (Kafka's UnifiedLog.endOffsetForEpoch): (the largest epoch <=
+        `epoch`, the offset where it ended), the log end for the latest epoch; (-1, -1) when
+        unknown (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)."""
+        return self.leader_epoch_cache.end_offset_for(epoch, self.log_end_offset)
+
     # --- log start / retention --------------------------------------------------------------------
 
     def maybe_increment_log_start_offset(self, new_offset: int) -> bool:
@@ -623,6 +697,7 @@ class Log:
         self.log_start_offset = new_offset
         if self.recovery_point < new_offset:
             self.recovery_point = new_offset
+        self.leader_epoch_cache.truncate_from_start(new_offset)
         return True
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
@@ -674,6 +749,7 @@ class Log:
             if new_start > self.log_start_offset:
                 self.log_start_offset = new_start
                 self.recovery_point = max(self.recovery_point, new_start)
+                self.leader_epoch_cache.truncate_from_start(new_start)
             removed = self.segments[:k]
             del self.segments[:k]
             del self._bases[:k]
@@ -693,6 +769,8 @@ class Log:
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         if offset >= self.log_end_offset:
+            # As Kafka: an epoch assigned just before a failed append would otherwise linger.
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         if self._bases[0] > offset:
             self.truncate_fully_and_start_at(offset)
@@ -703,6 +781,8 @@ class Log:
         active = self.segments[-1]
         active.truncate_to(offset)
         self.log_end_offset = active.read_next_offset()
+        # The new end, not `offset`: the batch holding `offset` went too.
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._rebuild_producer_state()
@@ -716,6 +796,7 @@ class Log:
         self._schedule_delete(removed)
         self.producer_state.delete_all_snapshots()
         self.producer_state.clear()
+        self.leader_epoch_cache.clear_and_flush()
         self._add_empty_segment(offset)
         self.log_end_offset = offset
         self.log_start_offset = offset
@@ -785,6 +866,7 @@ class Log:
         os.replace(self.dir, new_dir)
         self.dir = new_dir
         self.producer_state.dir = new_dir
+        self.leader_epoch_cache.path = new_dir / LEADER_EPOCH_CHECKPOINT
         for seg in self.segments:
             seg.move_to_dir(new_dir)
         for _d, seg in self._pending_deletes:
