@@ -3,8 +3,10 @@
 One socket per broker; each connection negotiates versions with ApiVersions and every request uses
 the highest version both sides know. Group requests go to the group's coordinator (FindCoordinator,
 retried while it loads or moves), ListOffsets to each partition's leader (Metadata), ListGroups to
-every broker, as Kafka's admin client does. Reads are bounded (a response is at most 100 MiB) and
-sockets time out, so a dead, slow or hostile peer ends in an `AdminError`, never a hang.
+every broker, CreateTopics, DeleteTopics and CreatePartitions to the controller Metadata names
+(looked up again on NOT_CONTROLLER), config requests to any broker, as Kafka's admin client does.
+Reads are bounded (a response is at most 100 MiB) and sockets time out, so a dead, slow or hostile
+peer ends in an `AdminError`, never a hang.
 
 Bodies are built and read by the kio codecs in `kbroker.wire.protocol`; results come back as plain
 values (dicts keyed by (topic, partition), small named tuples).
@@ -12,6 +14,7 @@ values (dicts keyed by (topic, partition), small named tuples).
 
 from __future__ import annotations
 
+import base64
 import itertools
 import socket
 import struct
@@ -28,6 +31,7 @@ CLIENT_ID = "kbroker-admin"
 
 LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8, 9, 10
 DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42
+CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 32, 37, 44
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
 # The versions this client knows how to fill and read, per API: where a newer version changes the
@@ -41,13 +45,23 @@ CLIENT_VERSIONS = {
     DESCRIBE_GROUPS: (0, 6),
     LIST_GROUPS: (0, 5),
     DELETE_GROUPS: (0, 2),
+    CREATE_TOPICS: (2, 7),  # -1 partitions / replication factor (the broker's defaults) from v4
+    DELETE_TOPICS: (1, 6),
+    CREATE_PARTITIONS: (0, 3),
+    DESCRIBE_CONFIGS: (1, 4),  # v1 is the first with each config's source
+    INCREMENTAL_ALTER_CONFIGS: (0, 1),
 }
+TOPIC_METADATA_MIN_VERSION = 5  # the first Metadata version with offline replicas (topic ids from v10)
+RESOURCE_TOPIC = 2  # DescribeConfigs / IncrementalAlterConfigs resource type
+CONFIG_SET, CONFIG_DELETE = 0, 1  # IncrementalAlterConfigs operations
+DEFAULT_CONFIG_SOURCE = 5  # DescribeConfigs config_source: nobody set it
 
 # Errors after which the coordinator is looked up again (Kafka's admin client does the same).
 _COORDINATOR_RETRIABLE = {ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
                           ErrorCode.not_coordinator}
 _LEADER_RETRIABLE = {ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
                      ErrorCode.unknown_leader_epoch, ErrorCode.fenced_leader_epoch}
+_CONTROLLER_RETRIABLE = {ErrorCode.not_controller}
 _API_VERSIONS_RESPONSE_PREFIX = struct.Struct(">ih")  # correlation id, error_code: the same in every version
 
 
@@ -71,6 +85,14 @@ def error_name(code: int) -> str:
         return ErrorCode(int(code)).name.upper()
     except ValueError:
         return f"UNKNOWN_ERROR_CODE_{int(code)}"
+
+
+def kafka_uuid(value: Any) -> str | None:
+    """A topic id as Kafka's tools print it (URL-safe base64 of the 16 bytes, no padding); None for
+    an absent or all-zero id."""
+    if value is None or not value.int:
+        return None
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
 
 
 def parse_address(address: str) -> tuple[str, int]:
@@ -227,8 +249,38 @@ class GroupDescription(NamedTuple):
 TopicPartition = tuple[str, int]
 
 
+class PartitionState(NamedTuple):
+    partition: int
+    leader: int  # -1: no leader
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...]
+
+
+class TopicState(NamedTuple):
+    name: str
+    topic_id: str | None  # Kafka's text form; None: not given (Metadata before v10, or the zero id)
+    internal: bool
+    partitions: tuple[PartitionState, ...]  # by partition number
+
+
+class ConfigValue(NamedTuple):
+    name: str
+    value: str | None
+    source: int  # DescribeConfigs config_source; DEFAULT_CONFIG_SOURCE when nobody set it
+    read_only: bool
+    sensitive: bool
+
+
+class CreatedTopic(NamedTuple):
+    name: str
+    topic_id: str | None
+    partitions: int | None  # None: the broker does not say (CreateTopics before v5)
+    replication_factor: int | None
+
+
 class AdminClient:
-    """The requests the group commands need, routed as Kafka routes them."""
+    """The requests the group and topic commands need, routed as Kafka routes them."""
 
     def __init__(self, bootstrap: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
         self.bootstrap = [parse_address(a) for a in bootstrap.split(",") if a.strip()]
@@ -291,6 +343,144 @@ class AdminClient:
         if entry.error_code != ErrorCode.none:
             raise KafkaErrorResponse(entry.error_code, f"topic {topic!r}")
         return sorted(int(p.partition_index) for p in entry.partitions)
+
+    # -- topics -----------------------------------------------------------------------------------
+
+    def describe_topics(self, topics: Iterable[str] | None) -> tuple[dict[int, Broker], list[TopicState]]:
+        """(live brokers by id, topics by name) from Metadata v5+ (offline replicas; topic ids from
+        v10); topics=None asks for every topic. A named topic the broker does not know is an error."""
+        conn = self._any()
+        version = conn.version(METADATA)
+        if version < TOPIC_METADATA_MIN_VERSION:
+            raise AdminError(f"the broker at {conn.address} serves Metadata up to v{version}; describing "
+                             f"topics needs v{TOPIC_METADATA_MIN_VERSION}+ (offline replicas)")
+        names = None if topics is None else [{"name": t} for t in dict.fromkeys(topics)]
+        body = conn.call(METADATA, {"topics": names, "allow_auto_topic_creation": False,
+                                    "include_topic_authorized_operations": False}, version)
+        brokers = {int(b.node_id): Broker(int(b.node_id), b.host, int(b.port)) for b in body.brokers}
+        out = []
+        for t in body.topics:
+            if t.error_code != ErrorCode.none and topics is not None:
+                raise KafkaErrorResponse(t.error_code, f"topic {t.name!r}")
+            topic_id = getattr(t, "topic_id", None)
+            partitions = sorted((PartitionState(int(p.partition_index), int(p.leader_id),
+                                                tuple(int(r) for r in p.replica_nodes),
+                                                tuple(int(r) for r in p.isr_nodes),
+                                                tuple(int(r) for r in p.offline_replicas))
+                                 for p in t.partitions))
+            out.append(TopicState(t.name, kafka_uuid(topic_id), bool(t.is_internal), tuple(partitions)))
+        return brokers, sorted(out)
+
+    def _controller_call(self, api_key: int, data: dict[str, Any], codes_of) -> Any:
+        """Call the controller Metadata names (any broker when it names none we know), as Kafka's
+        admin client sends topic changes; NOT_CONTROLLER looks it up again until the timeout."""
+        deadline = time.monotonic() + self.timeout
+        backoff = 0.05
+        while True:
+            body = self._any().call(METADATA, {"topics": [], "allow_auto_topic_creation": False})
+            controller = next((b for b in body.brokers if b.node_id == body.controller_id), None)
+            conn = self.connection(controller.host, int(controller.port)) if controller is not None else self._any()
+            body = conn.call(api_key, data)
+            code = next((c for c in codes_of(body) if c in _CONTROLLER_RETRIABLE), None)
+            if code is None:
+                return body
+            if time.monotonic() + backoff > deadline:
+                raise KafkaErrorResponse(code, f"{api_name(api_key)} (gave up after {self.timeout:g} s)")
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    def _request_timeout_ms(self) -> int:
+        """How long the broker may take (a little under our socket timeout, so its answer arrives)."""
+        return max(int(self.timeout * 800), 1)
+
+    def create_topic(self, name: str, partitions: int | None = None, replication_factor: int | None = None,
+                     assignment: list[list[int]] | None = None, configs: dict[str, str] | None = None) -> CreatedTopic:
+        """CreateTopics for one topic: an explicit replica assignment, or a partition count and
+        replication factor (None: the broker's num.partitions / default.replication.factor)."""
+        version = self._any().version(CREATE_TOPICS)
+        if assignment is None and (partitions is None or replication_factor is None) and version < 4:
+            raise AdminError(f"the broker serves CreateTopics up to v{version}, which has no broker defaults: "
+                             f"give both --partitions and --replication-factor")
+        by_count = assignment is None
+        topic = {"name": name,
+                 "num_partitions": partitions if by_count and partitions is not None else -1,
+                 "replication_factor": replication_factor if by_count and replication_factor is not None else -1,
+                 "assignments": [{"partition_index": i, "broker_ids": list(replicas)}
+                                 for i, replicas in enumerate(assignment or ())],
+                 "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()]}
+        body = self._controller_call(CREATE_TOPICS, {"topics": [topic], "timeout": self._request_timeout_ms(),
+                                                     "validate_only": False},
+                                     lambda b: [t.error_code for t in b.topics])
+        entry = _only_topic(body.topics, name, "CreateTopics")
+        if entry.error_code != ErrorCode.none:
+            raise KafkaErrorResponse(entry.error_code, f"CreateTopics for topic {name!r}",
+                                     getattr(entry, "error_message", None))
+        topic_id = getattr(entry, "topic_id", None)
+        count = getattr(entry, "num_partitions", -1)
+        factor = getattr(entry, "replication_factor", -1)
+        return CreatedTopic(name, kafka_uuid(topic_id), count if count >= 0 else None, factor if factor >= 0 else None)
+
+    def delete_topics(self, names: Iterable[str]) -> dict[str, KafkaErrorResponse | None]:
+        """DeleteTopics: each topic's failure, or None where it was deleted."""
+        names = list(dict.fromkeys(names))
+        body = self._controller_call(DELETE_TOPICS, {"topic_names": names,
+                                                     "topics": [{"name": n, "topic_id": None} for n in names],
+                                                     "timeout": self._request_timeout_ms()},
+                                     lambda b: [r.error_code for r in b.responses])
+        out: dict[str, KafkaErrorResponse | None] = {}
+        for name in names:
+            entry = _only_topic(body.responses, name, "DeleteTopics")
+            out[name] = None if entry.error_code == ErrorCode.none else KafkaErrorResponse(
+                entry.error_code, f"DeleteTopics for topic {name!r}", getattr(entry, "error_message", None))
+        return out
+
+    def create_partitions(self, name: str, count: int) -> None:
+        """CreatePartitions: grow the topic to `count` partitions (the broker places the new ones)."""
+        data = {"topics": [{"name": name, "count": count, "assignments": None}],
+                "timeout": self._request_timeout_ms(), "validate_only": False}
+        body = self._controller_call(CREATE_PARTITIONS, data, lambda b: [r.error_code for r in b.results])
+        entry = _only_topic(body.results, name, "CreatePartitions")
+        if entry.error_code != ErrorCode.none:
+            raise KafkaErrorResponse(entry.error_code, f"CreatePartitions for topic {name!r}", entry.error_message)
+
+    def describe_topic_configs(self, names: Iterable[str]) -> dict[str, list[ConfigValue]]:
+        """DescribeConfigs: every config of each topic with its value and source."""
+        names = list(dict.fromkeys(names))
+        if not names:
+            return {}
+        body = self._any().call(DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": n, "configuration_keys": None}
+                          for n in names],
+            "include_synonyms": False, "include_documentation": False})
+        out: dict[str, list[ConfigValue]] = {}
+        for r in body.results:
+            if r.resource_type != RESOURCE_TOPIC or r.resource_name not in names:
+                continue
+            if r.error_code != ErrorCode.none:
+                raise KafkaErrorResponse(r.error_code, f"DescribeConfigs for topic {r.resource_name!r}",
+                                         r.error_message)
+            out[r.resource_name] = [ConfigValue(c.name, c.value, int(c.config_source), bool(c.read_only),
+                                                bool(c.is_sensitive)) for c in r.configs]
+        missing = [n for n in names if n not in out]
+        if missing:
+            raise AdminError(f"DescribeConfigs answered nothing for topic {missing[0]!r}")
+        return out
+
+    def alter_topic_configs(self, name: str, set_configs: dict[str, str], delete_configs: Iterable[str]) -> None:
+        """IncrementalAlterConfigs: set some overrides of a topic and remove others (back to the
+        broker's value); the others stay as they are."""
+        ops = [{"name": k, "config_operation": CONFIG_SET, "value": v} for k, v in set_configs.items()]
+        ops += [{"name": k, "config_operation": CONFIG_DELETE, "value": None} for k in dict.fromkeys(delete_configs)]
+        body = self._any().call(INCREMENTAL_ALTER_CONFIGS, {
+            "resources": [{"resource_type": RESOURCE_TOPIC, "resource_name": name, "configs": ops}],
+            "validate_only": False})
+        entries = [r for r in body.responses if r.resource_type == RESOURCE_TOPIC and r.resource_name == name]
+        if len(entries) != 1:
+            raise AdminError(f"IncrementalAlterConfigs answered {len(body.responses)} resources, "
+                             f"none for topic {name!r}")
+        if entries[0].error_code != ErrorCode.none:
+            raise KafkaErrorResponse(entries[0].error_code, f"IncrementalAlterConfigs for topic {name!r}",
+                                     entries[0].error_message)
 
     # -- groups -----------------------------------------------------------------------------------
 
@@ -493,6 +683,14 @@ class AdminClient:
                 raise KafkaErrorResponse(ErrorCode.unknown_topic_or_partition, f"partition {tp[0]}-{tp[1]}")
             out.setdefault(leader, []).append(tp)
         return out
+
+
+def _only_topic(entries: Iterable[Any], name: str, api: str) -> Any:
+    entries = list(entries)
+    found = [e for e in entries if e.name == name]
+    if len(found) != 1:
+        raise AdminError(f"{api} answered {len(entries)} topics, none for {name!r}")
+    return found[0]
 
 
 def _only_group(body: Any, group: str) -> Any:
