@@ -1,8 +1,15 @@
 """The broker's subsystems wired together, and the operations that span them (create a topic:
-metadata first, then the replica layer makes the logs through the metadata listener)."""
+metadata first, then the replica layer makes the logs through the metadata listener).
+
+Two modes: the embedded single node (`LocalMetadataStore`, every partition led here) and a
+ZooKeeper cluster (`ClusterMetadataStore` fed by the controller, partitions led or followed as
+LeaderAndIsr says, a `KafkaController` that may become active). Topic operations are async
+because in a cluster they are ZooKeeper writes.
+"""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import socket
 import time
@@ -10,6 +17,7 @@ import uuid
 
 from kbroker.config import BrokerConfig, log_config_for, validate_topic_configs
 from kbroker.errors import (
+    CoordinatorNotAvailableError,
     ErrorCode,
     InvalidPartitionsError,
     KafkaError,
@@ -29,6 +37,7 @@ from kbroker.metadata.store import (
     validate_topic_name,
 )
 from kbroker.replica.manager import ReplicaManager
+from kbroker.metadata.cluster import ClusterMetadataStore
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +50,14 @@ class TopicDeletionDisabledError(KafkaError):
     code = ErrorCode.topic_deletion_disabled
 
 
+async def _resolved(value):
+    """The metadata stores' writes: plain values on the single node, awaitables in a cluster."""
+    return await value if inspect.isawaitable(value) else value
+
+
 class ProducerIdManager:
-    """Hands out producer ids from blocks reserved (and persisted) in the metadata store."""
+    """Hands out producer ids from blocks reserved (and persisted) in the metadata store: a file on
+    the single node, `/latest_producer_id_block` in a cluster, so ids are unique cluster-wide."""
 
     BLOCK = 1000
 
@@ -50,31 +65,41 @@ class ProducerIdManager:
         self.metadata = metadata
         self._next = self._end = 0
 
-    def next_id(self) -> int:
+    async def next_id(self) -> int:
         if self._next >= self._end:
-            self._next = self.metadata.allocate_producer_ids(self.BLOCK)
-            self._end = self._next + self.BLOCK
+            start = await _resolved(self.metadata.allocate_producer_ids(self.BLOCK))
+            if self._next >= self._end:  # another request may have refilled it meanwhile
+                self._next, self._end = start, start + self.BLOCK
         producer_id, self._next = self._next, self._next + 1
         return producer_id
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, advertised: tuple[str, int]) -> None:
+    def __init__(self, config: BrokerConfig, advertised: tuple[str, int], zk_session=None) -> None:
         self.config = config
         self.node_id = config.node_id
         host, port = advertised
         if host in ("", "0.0.0.0", "::"):
             host = socket.getfqdn()
-        self.info = BrokerInfo(self.node_id, host, port)
+        self.info = BrokerInfo(self.node_id, host, port, config.get("broker.rack"))
         log_dirs = config.log_dirs
         for d in log_dirs:
             d.mkdir(parents=True, exist_ok=True)
         self.log_manager = LogManager(log_dirs, log_config_for(config, {}), now_ms=now_ms)
-        self.metadata = LocalMetadataStore(log_dirs[0], self.info, config.get("cluster.id"))
-        self.replica_manager = ReplicaManager(self.node_id, config, self.log_manager, self.metadata)
+        self.cluster = zk_session is not None
+        self.controller = None  # KafkaController, in a cluster
+        if self.cluster:
+            self.metadata = ClusterMetadataStore(zk_session, self.info)
+        else:
+            self.metadata = LocalMetadataStore(log_dirs[0], self.info, config.get("cluster.id"))
+        self.replica_manager = ReplicaManager(self.node_id, config, self.log_manager, self.metadata,
+                                              cluster=self.cluster)
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = GroupCoordinator(_group_config(config), PartitionOffsetsLog(self.replica_manager, now_ms),
                                                   now_ms)
+        if self.cluster:
+            self.group_coordinator.owned = set()
+            self.replica_manager.leadership_listeners.append(self._on_leadership)
 
     def startup(self) -> None:
         self.log_manager.startup()
@@ -83,12 +108,26 @@ class Broker:
 
     def shutdown(self) -> None:
         self.group_coordinator.shutdown()
+        self.replica_manager.shutdown()
         self.log_manager.shutdown()
+
+    def _on_leadership(self, tp: TopicPartition, is_leader: bool) -> None:
+        """The group coordinator moves with the leadership of `__consumer_offsets` partitions."""
+        if tp.topic != OFFSETS_TOPIC:
+            return
+        if is_leader:
+            started = time.monotonic()
+            loaded = self.group_coordinator.become_leader(tp.partition)
+            if loaded:
+                logger.info("now coordinating %d groups of %s (loaded in %.2f s)", loaded, tp,
+                            time.monotonic() - started)
+        else:
+            self.group_coordinator.unload_partition(tp.partition)
 
     # -- consumer groups ------------------------------------------------------------------------
     def _load_groups(self) -> None:
         info = self.metadata.topic(OFFSETS_TOPIC)
-        if info is None:
+        if info is None or self.cluster:  # in a cluster, LeaderAndIsr says which groups are ours
             return
         started = time.monotonic()
         loaded = 0
@@ -100,29 +139,42 @@ class Broker:
             loaded += self.group_coordinator.load_partition(partition)
         logger.info("loaded %d consumer groups from %s in %.2f s", loaded, OFFSETS_TOPIC, time.monotonic() - started)
 
-    def ensure_offsets_topic(self) -> None:
-        """`__consumer_offsets` is created on first use, as Kafka does, compacted."""
+    async def ensure_offsets_topic(self) -> None:
+        """`__consumer_offsets` is created on first use, as Kafka does, compacted. A cluster with
+        fewer live brokers than `offsets.topic.replication.factor` refuses (COORDINATOR_NOT_AVAILABLE)
+        rather than create it under-replicated for good; the single node uses what it has."""
         if self.metadata.topic(OFFSETS_TOPIC) is not None:
             return
         c = self.config
         brokers = self.metadata.brokers()
-        factor = min(c.get("offsets.topic.replication.factor"), len(brokers))
+        factor = c.get("offsets.topic.replication.factor")
+        if not self.cluster:
+            factor = min(factor, len(brokers))
+        elif len(brokers) < factor:
+            raise CoordinatorNotAvailableError(
+                f"{OFFSETS_TOPIC} needs {factor} live brokers (offsets.topic.replication.factor); "
+                f"{len(brokers)} are alive")
         assignment = assign_replicas(brokers, c.get("offsets.topic.num.partitions"), factor)
-        self.metadata.create_topic(OFFSETS_TOPIC, assignment, {
-            "cleanup.policy": "compact",
-            "segment.bytes": str(c.get("offsets.topic.segment.bytes")),
-            "compression.type": "producer",
-        })
+        try:
+            await _resolved(self.metadata.create_topic(OFFSETS_TOPIC, assignment, {
+                "cleanup.policy": "compact",
+                "segment.bytes": str(c.get("offsets.topic.segment.bytes")),
+                "compression.type": "producer",
+            }))
+        except TopicAlreadyExistsError:
+            return  # another broker created it first
         logger.info("created %s with %d partitions", OFFSETS_TOPIC, len(assignment))
 
-    def group_coordinator_for_request(self) -> GroupCoordinator:
-        self.ensure_offsets_topic()
+    async def group_coordinator_for_request(self) -> GroupCoordinator:
+        await self.ensure_offsets_topic()
         return self.group_coordinator
 
     # -- topic operations (validated here, applied through the metadata store) ---------------
-    def create_topic(self, name: str, *, num_partitions: int | None = None, replication_factor: int | None = None,
-                     assignment: list[list[int]] | None = None, configs: dict[str, str] | None = None,
-                     validate_only: bool = False) -> TopicInfo:
+    async def create_topic(self, name: str, *, num_partitions: int | None = None,
+                           replication_factor: int | None = None, assignment: list[list[int]] | None = None,
+                           configs: dict[str, str] | None = None, validate_only: bool = False,
+                           wait_s: float = 0.0) -> TopicInfo:
+        """Validate and create a topic; in a cluster, wait up to `wait_s` for its leaders (CreateTopics)."""
         validate_topic_name(name)
         configs = {k: v for k, v in (configs or {}).items() if v is not None}
         validate_topic_configs(configs)
@@ -137,17 +189,20 @@ class Broker:
             validate_assignment(brokers, assignment)
         if validate_only:
             return TopicInfo(name, uuid.UUID(int=0), assignment, configs)
-        return self.metadata.create_topic(name, assignment, configs)
+        info = await _resolved(self.metadata.create_topic(name, assignment, configs))
+        if self.cluster and wait_s > 0:
+            await self.metadata.wait_for_topic(name, len(assignment), wait_s)
+        return info
 
-    def delete_topic(self, name: str) -> TopicInfo:
+    async def delete_topic(self, name: str) -> TopicInfo:
         if not self.config.get("delete.topic.enable"):
             raise TopicDeletionDisabledError("Topic deletion is disabled.")
-        info = self.metadata.delete_topic(name)
+        info = await _resolved(self.metadata.delete_topic(name))
         self.group_coordinator.remove_offsets_of_topic(name)
         return info
 
-    def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None,
-                          validate_only: bool = False) -> None:
+    async def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None,
+                                validate_only: bool = False) -> None:
         info = self.metadata.topic(name)
         if info is None:
             raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
@@ -160,10 +215,10 @@ class Broker:
             assignment = assign_replicas(self.metadata.brokers(), count - current, len(info.assignment[0]), current)
         validate_assignment(self.metadata.brokers(), info.assignment + assignment)
         if not validate_only:
-            self.metadata.add_partitions(name, assignment)
+            await _resolved(self.metadata.add_partitions(name, assignment))
 
-    def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.metadata.set_topic_configs(name, configs)
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        await _resolved(self.metadata.set_topic_configs(name, configs))
 
     # -- periodic work --------------------------------------------------------------------------
     def periodic_tasks(self) -> list[tuple[float, callable]]:
@@ -179,6 +234,7 @@ class Broker:
             (c.get("log.flush.offset.checkpoint.interval.ms") / 1000, lm.checkpoint_recovery_points),
             (c.get("log.flush.start.offset.checkpoint.interval.ms") / 1000, lm.checkpoint_log_start_offsets),
             (c.get("offsets.retention.check.interval.ms") / 1000, self.group_coordinator.expire_offsets),
+            *([(c.get("replica.lag.time.max.ms") / 2000, self.replica_manager.maybe_shrink_isr)] if self.cluster else []),
         ]
 
 

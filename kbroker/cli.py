@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from kbroker.admin.groups import add_groups_command, run_groups
+from kbroker.admin.topics import add_topics_command, run_topics
 from kbroker.config import BrokerConfig
 from kbroker.errors import KafkaError
 
@@ -37,9 +38,12 @@ def main(argv: list[str] | None = None) -> int:
                            help="set a config key, overriding the file (repeatable)")
     serve_cmd.add_argument("--log-level", default="INFO")
     add_groups_command(sub)
+    add_topics_command(sub)
     args = parser.parse_args(argv)
     if args.command == "groups":
         return run_groups(args)
+    if args.command == "topics":
+        return run_topics(args)
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -48,14 +52,31 @@ def main(argv: list[str] | None = None) -> int:
     except (KafkaError, OSError) as exc:
         print(f"kbroker: {exc}", file=sys.stderr)
         return 2
-    if config.is_set("zookeeper.connect"):
-        print("kbroker: cluster mode (zookeeper.connect) is not available yet; unset it to run the "
-              "embedded single-node broker", file=sys.stderr)
-        return 2
     for key in config.unknown:
         logging.getLogger("kbroker.config").warning("ignoring unknown config %s", key)
     _raise_open_files_limit()
     from kbroker.server.server import serve
 
-    trio.run(serve, config)
+    try:
+        trio.run(serve, config)
+    except Exception as exc:  # noqa: BLE001 - a start-up failure is one line, not a traceback
+        cause = _startup_error(exc)
+        if cause is None:
+            raise
+        print(f"kbroker: {cause}", file=sys.stderr)
+        return 2
     return 0
+
+
+def _startup_error(exc: BaseException) -> BaseException | None:
+    """The ZooKeeper failure inside (possibly nested) exception groups, if that is what ended the run."""
+    from kbroker.zookeeper.znodes import ZkError
+
+    if isinstance(exc, ZkError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _startup_error(inner)
+            if found is not None:
+                return found
+    return None

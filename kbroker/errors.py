@@ -60,6 +60,12 @@ ClusterAuthorizationError = _error("ClusterAuthorizationError", ErrorCode.cluste
 UnknownTopicIdError = _error("UnknownTopicIdError", ErrorCode.unknown_topic_id)
 InvalidTxnStateError = _error("InvalidTxnStateError", ErrorCode.invalid_txn_state)
 CoordinatorNotAvailableError = _error("CoordinatorNotAvailableError", ErrorCode.coordinator_not_available)
+FencedLeaderEpochError = _error("FencedLeaderEpochError", ErrorCode.fenced_leader_epoch)
+UnknownLeaderEpochError = _error("UnknownLeaderEpochError", ErrorCode.unknown_leader_epoch)
+StaleControllerEpochError = _error("StaleControllerEpochError", ErrorCode.stale_controller_epoch)
+StaleBrokerEpochError = _error("StaleBrokerEpochError", ErrorCode.stale_broker_epoch)
+NotControllerError = _error("NotControllerError", ErrorCode.not_controller)
+LeaderNotAvailableError = _error("LeaderNotAvailableError", ErrorCode.leader_not_available)
 
 
 def error_code_of(exc: BaseException) -> ErrorCode:

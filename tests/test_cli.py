@@ -1,9 +1,18 @@
 from kbroker.cli import main
 
 
-def test_cluster_mode_is_refused_clearly_until_it_exists(capsys):
-    assert main(["serve", "--override", "zookeeper.connect=127.0.0.1:2181"]) == 2
-    assert "zookeeper.connect" in capsys.readouterr().err
+def test_unreachable_zookeeper_is_one_line_and_status_2(capsys, tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["serve", "--override", f"zookeeper.connect=127.0.0.1:{port}", "--override",
+                 "zookeeper.connection.timeout.ms=1500", "--override", f"log.dirs={tmp_path}",
+                 "--override", "listeners=PLAINTEXT://127.0.0.1:0"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot reach ZooKeeper at 127.0.0.1:{port}" in err
+    assert "Traceback" not in err
 
 
 def test_bad_override_is_reported(capsys):

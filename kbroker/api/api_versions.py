@@ -16,6 +16,7 @@ async def handle(ctx: RequestContext, request) -> dict:
         "api_keys": [
             {"api_key": key, "min_version": spec.min_version, "max_version": spec.max_version}
             for key, spec in sorted(DISPATCH.items())
+            if ctx.broker.cluster or not spec.cluster_only
         ],
         "throttle_time": 0,
         "supported_features": [],

@@ -63,7 +63,7 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
     return {"throttle_time": 0, "results": results}
 
 
-def _alter(ctx: RequestContext, resource, new_configs, validate_only: bool) -> None:
+async def _alter(ctx: RequestContext, resource, new_configs, validate_only: bool) -> None:
     if resource.resource_type == BROKER:
         _check_broker(ctx, resource.resource_name)
         raise InvalidRequestError("Broker configs are static in kbroker: set them in server.properties")
@@ -71,7 +71,7 @@ def _alter(ctx: RequestContext, resource, new_configs, validate_only: bool) -> N
         raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
     validate_topic_configs(new_configs)
     if not validate_only:
-        ctx.broker.set_topic_configs(resource.resource_name, new_configs)
+        await ctx.broker.set_topic_configs(resource.resource_name, new_configs)
 
 
 def _topic_overrides(ctx: RequestContext, resource) -> dict[str, str]:
@@ -91,7 +91,7 @@ async def alter_configs(ctx: RequestContext, request) -> dict:
         try:
             _topic_overrides(ctx, resource)  # existence check
             new = {c.name: c.value for c in resource.configs if c.value is not None}
-            _alter(ctx, resource, new, request.validate_only)
+            await _alter(ctx, resource, new, request.validate_only)
         except KafkaError as exc:
             entry.update(error_code=error_code_of(exc), error_message=str(exc))
         responses.append(entry)
@@ -124,7 +124,7 @@ async def incremental_alter_configs(ctx: RequestContext, request) -> dict:
                     configs[c.name] = format_value(items)
                 else:
                     raise InvalidRequestError(f"Unknown config operation {c.config_operation}")
-            _alter(ctx, resource, configs, request.validate_only)
+            await _alter(ctx, resource, configs, request.validate_only)
         except KafkaError as exc:
             entry.update(error_code=error_code_of(exc), error_message=str(exc))
         responses.append(entry)

@@ -14,6 +14,7 @@ from typing import Any, Awaitable, Callable
 
 from kbroker.api import (
     api_versions,
+    cluster,
     configs,
     delete_records,
     describe_cluster,
@@ -23,6 +24,7 @@ from kbroker.api import (
     init_producer_id,
     list_offsets,
     metadata,
+    offset_for_leader_epoch,
     offsets,
     produce,
     topics,
@@ -56,6 +58,7 @@ class ApiSpec:
     min_version: int
     max_version: int
     handler: Handler
+    cluster_only: bool = False  # inter-broker APIs: served (and advertised) only in a cluster
 
 
 DISPATCH: dict[int, ApiSpec] = {
@@ -63,6 +66,10 @@ DISPATCH: dict[int, ApiSpec] = {
     1: ApiSpec("Fetch", 4, 17, fetch.handle),
     2: ApiSpec("ListOffsets", 1, 9, list_offsets.handle),
     3: ApiSpec("Metadata", 0, 12, metadata.handle),
+    4: ApiSpec("LeaderAndIsr", 7, 7, cluster.leader_and_isr, cluster_only=True),
+    5: ApiSpec("StopReplica", 4, 4, cluster.stop_replica, cluster_only=True),
+    6: ApiSpec("UpdateMetadata", 8, 8, cluster.update_metadata, cluster_only=True),
+    7: ApiSpec("ControlledShutdown", 3, 3, cluster.controlled_shutdown, cluster_only=True),
     8: ApiSpec("OffsetCommit", 2, 9, offsets.offset_commit),
     9: ApiSpec("OffsetFetch", 1, 9, offsets.offset_fetch),
     10: ApiSpec("FindCoordinator", 0, 6, find_coordinator.handle),
@@ -77,12 +84,14 @@ DISPATCH: dict[int, ApiSpec] = {
     20: ApiSpec("DeleteTopics", 1, 6, topics.delete_topics),
     21: ApiSpec("DeleteRecords", 0, 2, delete_records.handle),
     22: ApiSpec("InitProducerId", 0, 5, init_producer_id.handle),
+    23: ApiSpec("OffsetForLeaderEpoch", 2, 4, offset_for_leader_epoch.handle),
     32: ApiSpec("DescribeConfigs", 1, 4, configs.describe_configs),
     33: ApiSpec("AlterConfigs", 0, 2, configs.alter_configs),
     37: ApiSpec("CreatePartitions", 0, 3, topics.create_partitions),
     42: ApiSpec("DeleteGroups", 0, 2, groups.delete_groups),
     44: ApiSpec("IncrementalAlterConfigs", 0, 1, configs.incremental_alter_configs),
     47: ApiSpec("OffsetDelete", 0, 0, offsets.offset_delete),
+    56: ApiSpec("AlterPartition", 2, 3, cluster.alter_partition, cluster_only=True),
     60: ApiSpec("DescribeCluster", 0, 1, describe_cluster.handle),
 }
 
@@ -95,7 +104,7 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | l
     """
     header, body_offset = parse_request_header(frame)
     spec = DISPATCH.get(header.api_key)
-    if spec is None:
+    if spec is None or (spec.cluster_only and not broker.cluster):
         raise ProtocolError(f"unknown API key {header.api_key}")
     if not spec.min_version <= header.api_version <= spec.max_version:
         if header.api_key == API_VERSIONS_KEY:

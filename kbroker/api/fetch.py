@@ -35,9 +35,12 @@ def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool,
                 partitions.append((p, FetchPartitionResult(TopicPartition("", p.partition), error=UnknownTopicIdError())))
                 continue
             # KIP-74: the first non-empty partition may exceed the limits by one batch, later ones may not
-            result = rm.read_partition(TopicPartition(name, p.partition), p.fetch_offset,
-                                       min(budget, p.partition_max_bytes), read_committed,
-                                       min_one_message=budget == max_bytes, replica_id=replica_id)
+            tp = TopicPartition(name, p.partition)
+            result = rm.read_partition(tp, p.fetch_offset, min(budget, p.partition_max_bytes), read_committed,
+                                       min_one_message=budget == max_bytes, replica_id=replica_id,
+                                       current_leader_epoch=getattr(p, "current_leader_epoch", -1))
+            if replica_id >= 0 and result.error is None:
+                rm.update_follower_fetch(tp, replica_id, p.fetch_offset)  # the leader learns its progress
             budget = max(0, budget - result.size)
             partitions.append((p, result))
         results.append((name, topic_id, partitions))

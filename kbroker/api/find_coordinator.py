@@ -8,23 +8,31 @@ being created on first use. Transactional ids are answered by this broker.
 from __future__ import annotations
 
 from kbroker.api.context import RequestContext
-from kbroker.errors import ErrorCode
+from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.group.offsets_log import OFFSETS_TOPIC
 
 GROUP, TRANSACTION = 0, 1
 
 
-def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
+async def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
     if key_type not in (GROUP, TRANSACTION):
         return {"key": key, "error_code": ErrorCode.invalid_request, "error_message": f"Unknown key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
     me = ctx.broker.info
     if key_type == GROUP:
         broker = ctx.broker
-        broker.ensure_offsets_topic()
+        try:
+            await broker.ensure_offsets_topic()
+        except KafkaError as exc:
+            return {"key": key, "error_code": error_code_of(exc), "error_message": str(exc),
+                    "node_id": -1, "host": "", "port": -1}
         partition = broker.group_coordinator.partition_for(key)
         info = broker.metadata.topic(OFFSETS_TOPIC)
-        leader_id = info.assignment[partition][0] if info is not None else -1
+        if broker.cluster:  # the coordinator is wherever that partition's leader is now
+            state = broker.metadata.partition_state(OFFSETS_TOPIC, partition)
+            leader_id = state.leader if state is not None else -1
+        else:
+            leader_id = info.assignment[partition][0] if info is not None else -1
         me = next((b for b in broker.metadata.brokers() if b.node_id == leader_id), None)
         if me is None:
             return {"key": key, "error_code": ErrorCode.coordinator_not_available,
@@ -37,7 +45,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     key_type = getattr(request, "key_type", GROUP)
     if ctx.version >= 4:
         return {"throttle_time": 0,
-                "coordinators": [_coordinator(ctx, key, key_type) for key in request.coordinator_keys]}
-    answer = _coordinator(ctx, request.key, key_type)
+                "coordinators": [await _coordinator(ctx, key, key_type) for key in request.coordinator_keys]}
+    answer = await _coordinator(ctx, request.key, key_type)
     del answer["key"]
     return {"throttle_time": 0, **answer}

@@ -32,12 +32,12 @@ async def _await_callback(start: Callable[[Callable[[Any], None]], None]) -> Any
     return box[0]
 
 
-def _coordinator(ctx: RequestContext):
-    return ctx.broker.group_coordinator_for_request()
+async def _coordinator(ctx: RequestContext):
+    return await ctx.broker.group_coordinator_for_request()
 
 
 async def join_group(ctx: RequestContext, request) -> dict:
-    coordinator = _coordinator(ctx)
+    coordinator = await _coordinator(ctx)
     session_ms = to_ms(request.session_timeout)
     rebalance_ms = to_ms(getattr(request, "rebalance_timeout", None))
     if rebalance_ms < 0:
@@ -62,7 +62,7 @@ async def join_group(ctx: RequestContext, request) -> dict:
 
 
 async def sync_group(ctx: RequestContext, request) -> dict:
-    coordinator = _coordinator(ctx)
+    coordinator = await _coordinator(ctx)
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
     result = await _await_callback(lambda respond: coordinator.sync_group(
         request.group_id, request.generation_id, request.member_id, getattr(request, "protocol_type", None),
@@ -72,7 +72,7 @@ async def sync_group(ctx: RequestContext, request) -> dict:
 
 
 async def heartbeat(ctx: RequestContext, request) -> dict:
-    error = _coordinator(ctx).heartbeat(request.group_id, request.member_id,
+    error = (await _coordinator(ctx)).heartbeat(request.group_id, request.member_id,
                                         getattr(request, "group_instance_id", None), request.generation_id)
     return {"throttle_time": 0, "error_code": error}
 
@@ -82,7 +82,7 @@ async def leave_group(ctx: RequestContext, request) -> dict:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         leaving = [(request.member_id, None)]
-    error, results = _coordinator(ctx).leave_group(request.group_id, leaving)
+    error, results = (await _coordinator(ctx)).leave_group(request.group_id, leaving)
     if ctx.version < 3 and error == ErrorCode.none and results:
         error = results[0][2]  # one member per request before v3: its error is the answer
     return {"throttle_time": 0, "error_code": error,

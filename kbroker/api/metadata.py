@@ -10,6 +10,8 @@ NO_AUTHORIZED_OPERATIONS = -2147483648
 
 
 def topic_metadata(ctx: RequestContext, info: TopicInfo) -> dict:
+    if ctx.broker.cluster:
+        return _cluster_topic_metadata(ctx, info)
     partitions = []
     for index, replicas in enumerate(info.assignment):
         partition = ctx.broker.replica_manager.partitions.get((info.name, index))
@@ -22,6 +24,34 @@ def topic_metadata(ctx: RequestContext, info: TopicInfo) -> dict:
             "replica_nodes": replicas,
             "isr_nodes": partition.isr if partition else [],
             "offline_replicas": [],
+        })
+    return {
+        "error_code": ErrorCode.none,
+        "name": info.name,
+        "topic_id": info.topic_id,
+        "is_internal": info.is_internal,
+        "partitions": partitions,
+        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+    }
+
+
+def _cluster_topic_metadata(ctx: RequestContext, info: TopicInfo) -> dict:
+    """From the cache the controller keeps: every broker gives the same answer."""
+    metadata = ctx.broker.metadata
+    partitions = []
+    for index, replicas in enumerate(info.assignment):
+        state = metadata.partition_state(info.name, index)
+        if state is None:
+            continue
+        online = metadata.broker(state.leader) is not None
+        partitions.append({
+            "error_code": ErrorCode.none if online else ErrorCode.leader_not_available,
+            "partition_index": index,
+            "leader_id": state.leader if online else -1,
+            "leader_epoch": state.leader_epoch,
+            "replica_nodes": list(state.replicas),
+            "isr_nodes": list(state.isr),
+            "offline_replicas": list(state.offline_replicas),
         })
     return {
         "error_code": ErrorCode.none,
@@ -59,9 +89,12 @@ async def handle(ctx: RequestContext, request) -> dict:
             info = metadata.topic(name)
             if info is None and allow_create:
                 try:
-                    info = broker.create_topic(name)
+                    info = await broker.create_topic(name)
                 except KafkaError as exc:
                     topics.append(_error_topic(name, error_code_of(exc)))
+                    continue
+                if broker.cluster:  # leaders are being elected: clients retry (Kafka answers the same)
+                    topics.append(_error_topic(name, ErrorCode.leader_not_available))
                     continue
             if info is None:
                 topics.append(_error_topic(name, ErrorCode.unknown_topic_or_partition))

@@ -9,8 +9,10 @@ from __future__ import annotations
 import time
 
 from kbroker.api.context import RequestContext
-from kbroker.errors import ErrorCode
+from kbroker.errors import ErrorCode, KafkaError
 from kbroker.group.metadata import OffsetAndMetadata
+from kbroker.group.offsets_log import OFFSETS_TOPIC
+from kbroker.log.topic_partition import TopicPartition
 from kbroker.wire.protocol import to_ms
 
 INVALID_OFFSET = -1
@@ -22,7 +24,7 @@ def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
 
 
 async def offset_commit(ctx: RequestContext, request) -> dict:
-    coordinator = ctx.broker.group_coordinator_for_request()
+    coordinator = (await ctx.broker.group_coordinator_for_request())
     now = time.time_ns() // 1_000_000
     retention = to_ms(getattr(request, "retention_time", None))  # v2-v4 only; kio decodes it as a timedelta
     expire = now + retention if retention >= 0 else -1
@@ -40,6 +42,8 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
         errors.update(coordinator.commit_offsets(request.group_id, request.member_id,
                                                  getattr(request, "group_instance_id", None),
                                                  request.generation_id_or_member_epoch, wanted))
+        if ctx.broker.cluster and any(code == ErrorCode.none for code in errors.values()):
+            await _wait_for_replication(ctx, coordinator, request.group_id, errors)
     return {"throttle_time": 0, "topics": [
         {"name": topic.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": errors[(topic.name, p.partition_index)]}
@@ -47,9 +51,30 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
         for topic in request.topics]}
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics) -> tuple[ErrorCode, list[dict]]:
+async def _wait_for_replication(ctx: RequestContext, coordinator, group_id: str,
+                                errors: dict[tuple[str, int], ErrorCode]) -> None:
+    """A commit is acknowledged once the offsets partition's ISR has it (acks=all, as Kafka)."""
+    rm = ctx.broker.replica_manager
+    try:
+        partition = rm.get_leader_partition(TopicPartition(OFFSETS_TOPIC, coordinator.partition_for(group_id)))
+    except KafkaError:
+        code = ErrorCode.not_coordinator
+    else:
+        code = await rm.wait_for_replication(partition, partition.log_end_offset,
+                                             ctx.broker.config.get("offsets.commit.timeout.ms") / 1000)
+        if code in (ErrorCode.not_leader_or_follower,):
+            code = ErrorCode.not_coordinator
+        elif code != ErrorCode.none:
+            code = ErrorCode.coordinator_not_available if code != ErrorCode.request_timed_out else code
+    if code != ErrorCode.none:
+        for tp, current in errors.items():
+            if current == ErrorCode.none:
+                errors[tp] = code
+
+
+async def _fetch_group(ctx: RequestContext, group_id: str, topics) -> tuple[ErrorCode, list[dict]]:
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, found = ctx.broker.group_coordinator_for_request().fetch_offsets(group_id, wanted)
+    error, found = (await ctx.broker.group_coordinator_for_request()).fetch_offsets(group_id, wanted)
     if error != ErrorCode.none:
         return error, []
     by_topic: dict[str, list[dict]] = {}
@@ -72,10 +97,10 @@ async def offset_fetch(ctx: RequestContext, request) -> dict:
     if ctx.version >= 8:
         groups = []
         for group in request.groups:
-            error, topics = _fetch_group(ctx, group.group_id, group.topics)
+            error, topics = await _fetch_group(ctx, group.group_id, group.topics)
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         return {"throttle_time": 0, "groups": groups}
-    error, topics = _fetch_group(ctx, request.group_id, request.topics)
+    error, topics = await _fetch_group(ctx, request.group_id, request.topics)
     if error != ErrorCode.none and ctx.version < 2 and request.topics:
         # v1 has no group-level error: every partition carries it
         topics = [{"name": t.name, "partitions": [
@@ -86,7 +111,7 @@ async def offset_fetch(ctx: RequestContext, request) -> dict:
 
 async def offset_delete(ctx: RequestContext, request) -> dict:
     partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
-    error, results = ctx.broker.group_coordinator_for_request().delete_offsets(request.group_id, partitions)
+    error, results = (await ctx.broker.group_coordinator_for_request()).delete_offsets(request.group_id, partitions)
     topics = []
     if error == ErrorCode.none:
         for t in request.topics:

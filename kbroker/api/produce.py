@@ -1,11 +1,16 @@
 """Produce: validate record batches (header + CRC-32C only), append through the replica layer.
 
 acks=0 gets no response at all; per-partition failures are answered in that partition's entry.
+acks=all answers a partition once every ISR member has its batch (the high watermark passed it);
+all partitions of a request are appended first, then waited for together, and other connections
+are never held up by the wait.
 """
 
 from __future__ import annotations
 
 import logging
+
+import trio
 
 from kbroker.api.context import RequestContext
 from kbroker.errors import (
@@ -19,6 +24,7 @@ from kbroker.errors import (
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.metadata.store import INTERNAL_TOPICS
 from kbroker.wire import legacy
+from kbroker.wire.protocol import to_ms
 from kbroker.wire.records import validate_batches
 
 logger = logging.getLogger(__name__)
@@ -29,7 +35,8 @@ def _error(index: int, exc: KafkaError) -> dict:
             "log_start_offset": -1, "record_errors": [], "error_message": str(exc)}
 
 
-async def produce_partition(ctx: RequestContext, topic: str, index: int, records, acks: int) -> dict:
+async def produce_partition(ctx: RequestContext, topic: str, index: int, records, acks: int,
+                            waits: list | None = None) -> dict:
     rm = ctx.broker.replica_manager
     try:
         if acks not in (-1, 0, 1):
@@ -48,6 +55,8 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
         await partition.maybe_flush()
     except KafkaError as exc:
         return _error(index, exc)
+    if waits is not None:  # a duplicate waits too: the original batch may not be replicated yet
+        waits.append((partition, info.last_offset + 1, index))
     return {"index": index, "error_code": ErrorCode.none, "base_offset": info.first_offset,
             "log_append_time": info.log_append_time_ms, "log_start_offset": info.log_start_offset,
             "record_errors": [], "error_message": None}
@@ -56,9 +65,26 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
 async def handle(ctx: RequestContext, request) -> dict | None:
     acks = request.acks
     responses = []
+    waits: list | None = [] if acks == -1 and ctx.broker.cluster else None
     for topic in request.topic_data:
-        partitions = [await produce_partition(ctx, topic.name, p.index, p.records, acks) for p in topic.partition_data]
+        partitions = [await produce_partition(ctx, topic.name, p.index, p.records, acks, waits)
+                      for p in topic.partition_data]
         responses.append({"name": topic.name, "partition_responses": partitions})
+    if waits:
+        await _wait_for_isr(ctx, request, responses, waits)
     if acks == 0:
         return None
     return {"responses": responses, "throttle_time": 0}
+
+
+async def _wait_for_isr(ctx: RequestContext, request, responses: list[dict], waits: list) -> None:
+    """acks=all in a cluster: each partition's answer waits until its ISR has the batch."""
+    rm = ctx.broker.replica_manager
+    deadline = trio.current_time() + max(to_ms(request.timeout), 0) / 1000
+    entries = {(t["name"], p["index"]): p for t in responses for p in t["partition_responses"]}
+    for partition, required, index in waits:
+        code = await rm.wait_for_replication(partition, required, max(deadline - trio.current_time(), 0))
+        if code != ErrorCode.none:
+            entry = entries[(partition.topic_partition.topic, index)]
+            entry.update(error_code=code, base_offset=-1, log_append_time=-1, log_start_offset=-1,
+                         error_message=f"{code.name} waiting for the in-sync replicas")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from kbroker.api.context import RequestContext
 from kbroker.config import describe_topic_config
+from kbroker.wire.protocol import to_ms
 from kbroker.errors import (
     ErrorCode,
     InvalidPartitionsError,
@@ -31,13 +32,14 @@ async def create_topics(ctx: RequestContext, request) -> dict:
             assignment = [list(a.broker_ids) for a in sorted(topic.assignments, key=lambda a: a.partition_index)] or None
             if assignment and (topic.num_partitions != -1 or topic.replication_factor != -1):
                 raise InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set.")
-            info = broker.create_topic(
+            info = await broker.create_topic(
                 topic.name,
                 num_partitions=None if topic.num_partitions == -1 else topic.num_partitions,
                 replication_factor=None if topic.replication_factor == -1 else topic.replication_factor,
                 assignment=assignment,
                 configs={c.name: c.value for c in topic.configs},
                 validate_only=request.validate_only,
+                wait_s=max(to_ms(request.timeout), 0) / 1000,
             )
             result.update(topic_id=info.topic_id, num_partitions=info.num_partitions,
                           replication_factor=len(info.assignment[0]),
@@ -63,7 +65,7 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
                 if info is None:
                     raise UnknownTopicIdError(f"Topic id {topic_id} does not exist.")
                 name = entry["name"] = info.name
-            info = broker.delete_topic(name)
+            info = await broker.delete_topic(name)
             entry["topic_id"] = info.topic_id
         except KafkaError as exc:
             entry.update(error_code=error_code_of(exc), error_message=str(exc))
@@ -83,7 +85,7 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
                 raise InvalidPartitionsError(
                     f"Increasing the number of partitions by {topic.count - info.num_partitions} but "
                     f"{len(assignment)} assignments provided.")
-            broker.create_partitions(topic.name, topic.count, assignment, validate_only=request.validate_only)
+            await broker.create_partitions(topic.name, topic.count, assignment, validate_only=request.validate_only)
         except KafkaError as exc:
             entry.update(error_code=error_code_of(exc), error_message=str(exc))
         results.append(entry)

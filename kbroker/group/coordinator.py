@@ -128,6 +128,7 @@ class GroupCoordinator:
         self.groups: dict[str, GroupMetadata] = {}
         self.timers = TimerQueue()
         self.loading: set[int] = set()
+        self.owned: set[int] | None = None  # in a cluster: the offsets partitions this broker leads
         self.active = True
         self._join_ops: dict[str, tuple] = {}  # group -> ("initial", delay, remaining) | ("delayed",)
 
@@ -140,6 +141,8 @@ class GroupCoordinator:
             return E.invalid_group_id
         if not self.active:
             return E.coordinator_not_available
+        if self.owned is not None and self.partition_for(group_id) not in self.owned:
+            return E.not_coordinator
         if self.partition_for(group_id) in self.loading:
             return E.coordinator_load_in_progress
         return None
@@ -835,6 +838,31 @@ class GroupCoordinator:
             return sum(1 for g in self.groups if self.partition_for(g) == partition)
         finally:
             self.loading.discard(partition)
+
+    def become_leader(self, partition: int) -> int:
+        """This broker now leads `__consumer_offsets-<partition>`: its groups come back from the log."""
+        if self.owned is None:
+            self.owned = set()
+        self.unload_partition(partition)
+        loaded = self.load_partition(partition)
+        self.owned.add(partition)
+        return loaded
+
+    def unload_partition(self, partition: int) -> None:
+        """Another broker coordinates these groups now: members parked in a join or sync are told
+        NOT_COORDINATOR and look the coordinator up again; the groups are dropped here."""
+        if self.owned is not None:
+            self.owned.discard(partition)
+        for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
+            group = self.groups.pop(group_id)
+            self._join_ops.pop(group_id, None)
+            for member in group.members.values():
+                join, member.awaiting_join = member.awaiting_join, None
+                if join is not None:
+                    join(JoinResult(member.member_id, E.not_coordinator))
+                sync, member.awaiting_sync = member.awaiting_sync, None
+                if sync is not None:
+                    sync(SyncResult(E.not_coordinator))
 
     def _restore_group(self, group_id: str, value: fmt.GroupMetadataValue | None,
                        offsets: dict[tuple[str, int], OffsetAndMetadata]) -> GroupMetadata:

@@ -1,30 +1,50 @@
 """ReplicaManager: the partitions this broker hosts, appends with acks, fetches with long polling.
 
-It follows the metadata store (topics created, grown, reconfigured, deleted) and owns the waiting
-side of Fetch: a fetch that has too few bytes parks on an event that any append to one of its
-partitions sets, so a long poll is answered the moment data arrives, with no polling loop.
+On the embedded single node it follows the metadata store (topics created, grown, reconfigured,
+deleted). In a cluster the controller decides: LeaderAndIsr makes partitions leaders or
+followers (followers fetch through `ReplicaFetcherManager`), StopReplica removes them, and the
+metadata store only supplies configs. The leader learns its followers' progress from their
+fetches, moves the high watermark, and asks the controller to change the ISR (AlterPartition)
+when a follower falls behind `replica.lag.time.max.ms` or catches up.
+
+It also owns the waiting side of Fetch and of acks=all: a fetch that has too few bytes, or a
+produce waiting for its ISR, parks on an event that appends, high watermark moves and role
+changes of its partitions set, so nothing polls.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+import uuid
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 import trio
 
 from kbroker.config import BrokerConfig, effective_topic_value, log_config_for
 from kbroker.errors import (
+    ErrorCode,
+    FencedLeaderEpochError,
     KafkaError,
     NotLeaderOrFollowerError,
+    StaleControllerEpochError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
 from kbroker.log.log_manager import LogManager
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.metadata.store import MetadataStore, TopicInfo
-from kbroker.replica.partition import Partition
+from kbroker.replica.partition import NO_LEADER, Partition
 
 logger = logging.getLogger(__name__)
+
+# (topic, partition, leader_epoch, partition_epoch, new_isr) -> per partition (error, state or None)
+AlterPartitionSender = Callable[[list[tuple[str, int, int, int, list[int]]]], Awaitable[dict]]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -42,13 +62,22 @@ class FetchPartitionResult:
 
 
 class ReplicaManager:
-    def __init__(self, node_id: int, config: BrokerConfig, log_manager: LogManager, metadata: MetadataStore) -> None:
+    def __init__(self, node_id: int, config: BrokerConfig, log_manager: LogManager, metadata: MetadataStore,
+                 *, cluster: bool = False, now_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.node_id = node_id
         self.config = config
         self.log_manager = log_manager
         self.metadata = metadata
+        self.cluster = cluster
+        self.now_ms = now_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         self._waiters: dict[TopicPartition, set[trio.Event]] = {}
+        self.controller_epoch = -1
+        self.fetchers = None  # ReplicaFetcherManager, in a cluster
+        # (tp, is_leader) after a role change: the group coordinator loads or unloads its groups
+        self.leadership_listeners: list[Callable[[TopicPartition, bool], None]] = []
+        self._isr_requests: dict[TopicPartition, tuple[Partition, list[int]]] = {}
+        self._isr_wake = trio.Event()
         metadata.add_listener(self._on_topic_change)
 
     # -- following the metadata --------------------------------------------------------------
@@ -57,6 +86,10 @@ class ReplicaManager:
             self._on_topic_change(info.name, info)
 
     def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
+        if self.cluster:  # the controller places replicas; metadata brings configs only
+            if info is not None:
+                self._apply_configs(name, info)
+            return
         if info is None:
             for tp in [tp for tp in self.partitions if tp.topic == name]:
                 del self.partitions[tp]
@@ -78,6 +111,180 @@ class ReplicaManager:
                 partition.maybe_increment_high_watermark()
             else:
                 partition.set_log_config(log_config, min_isr)
+
+    def _apply_configs(self, name: str, info: TopicInfo) -> None:
+        log_config = log_config_for(self.config, info.configs)
+        min_isr = int(effective_topic_value(self.config, info.configs, "min.insync.replicas"))
+        for tp, partition in self.partitions.items():
+            if tp.topic == name:
+                partition.set_log_config(log_config, min_isr)
+
+    # -- roles, in a cluster (LeaderAndIsr, StopReplica) ------------------------------------------
+    def check_controller_epoch(self, epoch: int) -> None:
+        if epoch < self.controller_epoch:
+            raise StaleControllerEpochError(f"controller epoch {epoch} is older than {self.controller_epoch}")
+        self.controller_epoch = epoch
+
+    def become_leader_or_follower(self, request: Any) -> dict[tuple[str, int], ErrorCode]:
+        """Apply a LeaderAndIsr request: partitions whose leader epoch is newer than ours take
+        their new role. Errors per partition (the request as a whole is fenced by its epoch)."""
+        self.check_controller_epoch(request.controller_epoch)
+        now = self.now_ms()
+        errors: dict[tuple[str, int], ErrorCode] = {}
+        leaders: list[Partition] = []
+        followers: list[Partition] = []
+        for topic in request.topic_states:
+            configs = self.metadata.configs_of(topic.topic_name)
+            if configs is None:
+                info = self.metadata.topic(topic.topic_name)
+                configs = info.configs if info else {}
+            log_config = log_config_for(self.config, configs)
+            min_isr = int(effective_topic_value(self.config, configs, "min.insync.replicas"))
+            for ps in topic.partition_states:
+                key = (topic.topic_name, ps.partition_index)
+                tp = TopicPartition(*key)
+                if self.node_id not in ps.replicas:
+                    errors[key] = ErrorCode.unknown_topic_or_partition
+                    continue
+                partition = self.partitions.get(tp)
+                if partition is not None and ps.leader_epoch <= partition.leader_epoch:
+                    errors[key] = ErrorCode.stale_controller_epoch  # Kafka's answer to an old leader epoch
+                    continue
+                if partition is None:
+                    log = self.log_manager.get_or_create_log(tp, log_config)
+                    topic_id = topic.topic_id if topic.topic_id is not None else uuid.UUID(int=0)
+                    partition = Partition(tp, log, topic_id, list(ps.replicas), self.node_id, self._wake)
+                    partition.leader_id = NO_LEADER
+                    partition.leader_epoch = -1
+                    self.partitions[tp] = partition
+                partition.set_log_config(log_config, min_isr)
+                if ps.leader == self.node_id:
+                    partition.make_leader(ps.leader_epoch, list(ps.isr), list(ps.replicas), ps.partition_epoch, now)
+                    leaders.append(partition)
+                else:
+                    partition.make_follower(ps.leader, ps.leader_epoch, list(ps.isr), list(ps.replicas),
+                                            ps.partition_epoch)
+                    followers.append(partition)
+                self._isr_requests.pop(tp, None)
+                errors[key] = ErrorCode.none
+        endpoints = {b.broker_id: (b.host_name, b.port) for b in request.live_leaders}
+        if self.fetchers is not None:
+            self.fetchers.remove_partitions([p.topic_partition for p in leaders])
+            self.fetchers.add_partitions({p.topic_partition: (p.leader_id, endpoints.get(p.leader_id))
+                                          for p in followers if p.leader_id != NO_LEADER})
+            self.fetchers.remove_partitions([p.topic_partition for p in followers if p.leader_id == NO_LEADER])
+        for partition in leaders + followers:
+            self._wake(partition.topic_partition)
+            for listener in self.leadership_listeners:
+                listener(partition.topic_partition, partition.is_leader)
+        if leaders or followers:
+            logger.info("broker %d leads %d and follows %d partitions after LeaderAndIsr (controller epoch %d)",
+                        self.node_id, len(leaders), len(followers), request.controller_epoch)
+        return errors
+
+    def stop_replicas(self, request: Any) -> dict[tuple[str, int], ErrorCode]:
+        self.check_controller_epoch(request.controller_epoch)
+        errors = {}
+        stopped = []
+        for topic in request.topic_states:
+            for ps in topic.partition_states:
+                tp = TopicPartition(topic.topic_name, ps.partition_index)
+                stopped.append(tp)
+                partition = self.partitions.get(tp)
+                if ps.delete_partition:
+                    self.partitions.pop(tp, None)
+                    if self.log_manager.get_log(tp) is not None:
+                        self.log_manager.delete_log(tp)
+                elif partition is not None:
+                    partition.make_follower(NO_LEADER, max(partition.leader_epoch, ps.leader_epoch), partition.isr,
+                                            partition.replicas, partition.partition_epoch)
+                if partition is not None:
+                    for listener in self.leadership_listeners:
+                        listener(tp, False)
+                self._wake(tp)
+                errors[(tp.topic, tp.partition)] = ErrorCode.none
+        if self.fetchers is not None:
+            self.fetchers.remove_partitions(stopped)
+        return errors
+
+    # -- ISR changes (the leader side) ------------------------------------------------------------
+    def update_follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> None:
+        partition = self.partitions.get(tp)
+        if partition is None or not partition.is_leader:
+            return
+        partition.update_follower_fetch(replica_id, fetch_offset, self.now_ms())
+        expanded = partition.isr_expansion(replica_id)
+        if expanded is not None:
+            logger.info("%s: expanding ISR %s -> %s (follower %d caught up)", tp, partition.isr, expanded, replica_id)
+            self._propose_isr(partition, expanded)
+
+    def maybe_shrink_isr(self) -> int:
+        """Periodic: followers that have not caught up for replica.lag.time.max.ms leave the ISR."""
+        lag_max = self.config.get("replica.lag.time.max.ms")
+        now = self.now_ms()
+        shrunk = 0
+        for partition in list(self.partitions.values()):
+            new_isr = partition.isr_shrink(now, lag_max)
+            if new_isr is not None:
+                logger.info("%s: shrinking ISR %s -> %s (followers behind for %d ms)", partition.topic_partition,
+                            partition.isr, new_isr, lag_max)
+                self._propose_isr(partition, new_isr)
+                shrunk += 1
+        return shrunk
+
+    def _propose_isr(self, partition: Partition, new_isr: list[int]) -> None:
+        partition.pending_isr = new_isr
+        self._isr_requests[partition.topic_partition] = (partition, new_isr)
+        self._isr_wake.set()
+
+    async def run_isr_changes(self, send: AlterPartitionSender) -> None:
+        """Sends the ISR changes leaders propose to the controller, batched, and applies the answers."""
+        while True:
+            await self._isr_wake.wait()
+            self._isr_wake = trio.Event()
+            batch, self._isr_requests = self._isr_requests, {}
+            if not batch:
+                continue
+            items = [(tp.topic, tp.partition, p.leader_epoch, p.partition_epoch, isr) for tp, (p, isr) in batch.items()]
+            try:
+                answers = await send(items)
+            except Exception as exc:  # noqa: BLE001 - retried: the proposal stays pending
+                logger.info("AlterPartition failed (%s); retrying", exc)
+                for tp, entry in batch.items():
+                    self._isr_requests.setdefault(tp, entry)
+                await trio.sleep(0.2)
+                self._isr_wake.set()
+                continue
+            for tp, (partition, isr) in batch.items():
+                error, state = answers.get((tp.topic, tp.partition), (ErrorCode.unknown_server_error, None))
+                if self.partitions.get(tp) is not partition or partition.pending_isr is not isr:
+                    continue  # superseded by a LeaderAndIsr
+                partition.pending_isr = None
+                if error == ErrorCode.none and state is not None and state.leader_epoch == partition.leader_epoch:
+                    partition.isr = list(state.isr)
+                    partition.partition_epoch = state.partition_epoch
+                    logger.info("%s: ISR is now %s", tp, partition.isr)
+                else:
+                    logger.info("%s: ISR change to %s refused with %s", tp, isr, ErrorCode(error).name)
+                partition.maybe_increment_high_watermark()
+                self._wake(tp)
+
+    async def wait_for_replication(self, partition: Partition, required_offset: int, timeout_s: float) -> ErrorCode:
+        """acks=all: until every ISR member has the records below `required_offset`."""
+        tp = partition.topic_partition
+        epoch = partition.leader_epoch
+        deadline = trio.current_time() + timeout_s
+        while True:
+            if self.partitions.get(tp) is not partition or not partition.is_leader or partition.leader_epoch != epoch:
+                return ErrorCode.not_leader_or_follower
+            if partition.replication_done(required_offset):
+                if len(partition.isr) < partition.min_insync_replicas:
+                    return ErrorCode.not_enough_replicas_after_append
+                return ErrorCode.none
+            remaining = deadline - trio.current_time()
+            if remaining <= 0:
+                return ErrorCode.request_timed_out
+            await self.wait_for_data([tp], remaining)
 
     # -- lookups ------------------------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Partition:
@@ -120,9 +327,11 @@ class ReplicaManager:
 
     # -- reads --------------------------------------------------------------------------------
     def read_partition(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, read_committed: bool,
-                       min_one_message: bool, replica_id: int = -1) -> FetchPartitionResult:
+                       min_one_message: bool, replica_id: int = -1, current_leader_epoch: int = -1
+                       ) -> FetchPartitionResult:
         try:
             partition = self.get_leader_partition(tp)
+            check_leader_epoch(partition, current_leader_epoch)
             log = partition.log
             max_offset = log.log_end_offset if replica_id >= 0 else partition.fetchable_offset(read_committed)
             result = FetchPartitionResult(tp, high_watermark=partition.high_watermark,
@@ -137,5 +346,20 @@ class ReplicaManager:
         except KafkaError as exc:
             return FetchPartitionResult(tp, error=exc)
 
+    def shutdown(self) -> None:
+        if self.fetchers is not None:
+            self.fetchers.remove_partitions(list(self.partitions))
+
     def statistics(self) -> dict[str, int]:
         return {"partitions": len(self.partitions), "parked_fetch_partitions": len(self._waiters)}
+
+
+def check_leader_epoch(partition: Partition, current_leader_epoch: int) -> None:
+    """A client or follower naming an epoch (-1: none) must name ours (Kafka's KIP-320 fencing)."""
+    if current_leader_epoch < 0 or current_leader_epoch == partition.leader_epoch:
+        return
+    if current_leader_epoch < partition.leader_epoch:
+        raise FencedLeaderEpochError(
+            f"leader epoch {current_leader_epoch} is older than {partition.leader_epoch} for {partition.topic_partition}")
+    raise UnknownLeaderEpochError(
+        f"leader epoch {current_leader_epoch} is newer than {partition.leader_epoch} for {partition.topic_partition}")

@@ -1,13 +1,17 @@
 """One partition replica on this broker: its log, role, ISR and high watermark rules.
 
-The log stores; this class decides. The high watermark only moves when every ISR member has the
-data (on a single node the ISR is this broker alone, so it follows the log end offset), and the
+The log stores; this class decides. As leader it tracks each follower's log end offset (learnt
+from the follower's fetches) and when it last caught up; the high watermark is the smallest log
+end offset in the ISR — counting members an ISR change in flight is adding or removing (Kafka's
+"maximal ISR"), so a shrink the controller has not yet accepted never lets it run ahead. On a
+single node the ISR is this broker alone and the high watermark follows the log end offset. The
 last stable offset stops before the first still-open transaction.
 """
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import dataclass
 from typing import Callable
 
 from kbroker.errors import NotEnoughReplicasError
@@ -15,6 +19,18 @@ from kbroker.replica.group_commit import GroupCommit
 from kbroker.log.config import LONG_MAX
 from kbroker.log.log import Log
 from kbroker.log.topic_partition import TopicPartition
+
+NO_LEADER = -1
+
+
+@dataclass
+class FollowerState:
+    """A follower as its leader sees it (Kafka's Replica)."""
+
+    log_end_offset: int = -1
+    last_caught_up_ms: int = 0
+    last_fetch_leader_log_end_offset: int = -1
+    last_fetch_ms: int = 0
 
 
 class Partition:
@@ -27,7 +43,11 @@ class Partition:
         self.node_id = node_id
         self.leader_id = node_id
         self.leader_epoch = 0
+        self.partition_epoch = 0
         self.isr = [node_id]
+        self.pending_isr: list[int] | None = None  # an AlterPartition in flight
+        self.followers: dict[int, FollowerState] = {}
+        self.leader_epoch_start_offset = 0
         self._on_new_data = on_new_data
         self.flush_interval_messages = log.config.flush_interval_messages
         self.min_insync_replicas = 1
@@ -55,9 +75,59 @@ class Partition:
         hw = self.high_watermark
         return hw if first_open is None else min(hw, first_open)
 
+    @property
+    def maximal_isr(self) -> list[int]:
+        if self.pending_isr is None:
+            return self.isr
+        return self.isr + [r for r in self.pending_isr if r not in self.isr]
+
     def fetchable_offset(self, read_committed: bool) -> int:
         return self.last_stable_offset if read_committed else self.high_watermark
 
+    # -- roles (LeaderAndIsr) -----------------------------------------------------------------------
+    def make_leader(self, leader_epoch: int, isr: list[int], replicas: list[int], partition_epoch: int,
+                    now_ms: int) -> bool:
+        """Become (or stay) leader at `leader_epoch`; True if this broker was not leading before."""
+        was_leader = self.is_leader
+        new_epoch = leader_epoch != self.leader_epoch or not was_leader
+        self.leader_id = self.node_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.isr = list(isr)
+        self.replicas = list(replicas)
+        self.pending_isr = None
+        if new_epoch:
+            self.leader_epoch_start_offset = self.log.log_end_offset
+            # OffsetForLeaderEpoch must know where this epoch starts before anything is appended in it
+            self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+            # followers are unknown until they fetch; ISR members count as caught up from now
+            self.followers = {r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0)
+                              for r in replicas if r != self.node_id}
+        else:
+            for r in replicas:
+                if r != self.node_id:
+                    self.followers.setdefault(r, FollowerState())
+            for r in list(self.followers):
+                if r not in replicas:
+                    del self.followers[r]
+        self.maybe_increment_high_watermark()
+        return not was_leader
+
+    def make_follower(self, leader_id: int, leader_epoch: int, isr: list[int], replicas: list[int],
+                      partition_epoch: int) -> bool:
+        """Follow `leader_id` at `leader_epoch`; True if the leader or epoch changed."""
+        changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.isr = list(isr)
+        self.replicas = list(replicas)
+        self.pending_isr = None
+        self.followers = {}
+        self._on_new_data(self.topic_partition)  # parked reads and acks=all waits re-check the role
+        return changed
+
+    # -- appends ------------------------------------------------------------------------------------
     def append_records_to_leader(self, buf: bytearray, batches: list, required_acks: int):
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise NotEnoughReplicasError(
@@ -66,6 +136,8 @@ class Partition:
             )
         info = self.log.append_as_leader(buf, batches, leader_epoch=self.leader_epoch)
         self.maybe_increment_high_watermark()
+        if self.followers:
+            self._on_new_data(self.topic_partition)  # followers' parked fetches want the new batch
         return info
 
     def set_log_config(self, config, min_insync_replicas: int) -> None:
@@ -79,9 +151,63 @@ class Partition:
         if self.log.unflushed_messages >= self.flush_interval_messages:
             await self.group_commit.flush_to(self.log.log_end_offset)
 
+    # -- the leader's view of its followers ---------------------------------------------------------
+    def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched from `fetch_offset`: everything below it is on the follower."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            return
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            state.last_caught_up_ms = now_ms
+        elif fetch_offset >= state.last_fetch_leader_log_end_offset >= 0:
+            state.last_caught_up_ms = max(state.last_caught_up_ms, state.last_fetch_ms)
+        state.log_end_offset = fetch_offset
+        state.last_fetch_leader_log_end_offset = leader_end
+        state.last_fetch_ms = now_ms
+        self.maybe_increment_high_watermark()
+
+    def isr_expansion(self, replica_id: int) -> list[int] | None:
+        """The ISR with `replica_id` added, when it has caught up (Kafka's isFollowerInSync)."""
+        if not self.is_leader or self.pending_isr is not None or replica_id in self.isr:
+            return None
+        state = self.followers.get(replica_id)
+        if state is None or replica_id not in self.replicas:
+            return None
+        end = state.log_end_offset
+        if end >= self.high_watermark and end >= self.leader_epoch_start_offset:
+            return self.isr + [replica_id]
+        return None
+
+    def isr_shrink(self, now_ms: int, lag_max_ms: int) -> list[int] | None:
+        """The ISR without followers that have not caught up for `lag_max_ms`."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        out = [r for r in self.isr if r != self.node_id and r in self.followers
+               and now_ms - self.followers[r].last_caught_up_ms > lag_max_ms]
+        if not out:
+            return None
+        return [r for r in self.isr if r not in out]
+
     def maybe_increment_high_watermark(self) -> None:
-        """HW = the smallest log end offset in the ISR; alone in the ISR, that is our own."""
+        """HW = the smallest log end offset in the (maximal) ISR; alone in the ISR, our own."""
+        if not self.is_leader:
+            return
         new_hw = self.log.log_end_offset
+        for replica in self.maximal_isr:
+            if replica != self.node_id:
+                state = self.followers.get(replica)
+                new_hw = min(new_hw, state.log_end_offset if state is not None else -1)
         if new_hw > self.log.high_watermark:
             self.log.update_high_watermark(new_hw)
             self._on_new_data(self.topic_partition)
+
+    def replication_done(self, required_offset: int) -> bool:
+        """acks=all: every ISR member has everything below `required_offset`."""
+        return self.high_watermark >= required_offset
+
+    # -- the follower side --------------------------------------------------------------------------
+    def update_follower_high_watermark(self, leader_high_watermark: int) -> None:
+        new_hw = min(leader_high_watermark, self.log.log_end_offset)
+        if new_hw > self.log.high_watermark:
+            self.log.update_high_watermark(new_hw)

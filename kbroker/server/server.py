@@ -232,13 +232,24 @@ class KafkaServer:
         for _name, lhost, lport in self.config.listeners:
             self.listeners += await trio.open_tcp_listeners(lport, host=lhost or None)
         adv = self.config.advertised_listeners[0] if self.config.get("advertised.listeners") else (name, host, self.port)
-        self.broker = Broker(self.config, (adv[1], adv[2] or self.port))
+        session = None
+        if self.config.is_set("zookeeper.connect"):
+            from kbroker.server.cluster_node import ClusterNode, open_session
+
+            session = await open_session(self.config)
+        self.broker = Broker(self.config, (adv[1], adv[2] or self.port), session)
+        node = None
+        if session is not None:
+            await self.broker.metadata.start(self.config.get("cluster.id"))
+            node = ClusterNode(self.broker, session)
         self.broker.startup()
         try:
             async with trio.open_nursery() as background:
                 for interval, job in self.broker.periodic_tasks():
                     background.start_soon(self._periodic, interval, job)
                 background.start_soon(self._run_group_timers)
+                if node is not None:
+                    await background.start(node.run)
                 async with trio.open_nursery() as connections:
                     listen_scope = trio.CancelScope()
 
@@ -256,10 +267,15 @@ class KafkaServer:
                         await trio.sleep_forever()
                     finally:
                         with trio.CancelScope(shield=True):
+                            if node is not None:
+                                await node.controlled_shutdown()
                             await self._drain(listen_scope)
                 background.cancel_scope.cancel()
         finally:
             self.broker.shutdown()
+            if node is not None:
+                with trio.CancelScope(shield=True):
+                    await node.close()
             logger.info("kbroker stopped")
 
     async def _drain(self, listen_scope: trio.CancelScope) -> None:

@@ -31,8 +31,11 @@ class MemoryOffsetsLog:
 
 def _context(version: int, coordinator: GroupCoordinator) -> RequestContext:
     topics = {"t": SimpleNamespace(num_partitions=2)}
-    broker = SimpleNamespace(metadata=SimpleNamespace(topic=topics.get),
-                             group_coordinator_for_request=lambda: coordinator)
+    async def coordinator_for_request():
+        return coordinator
+
+    broker = SimpleNamespace(metadata=SimpleNamespace(topic=topics.get), cluster=False,
+                             group_coordinator_for_request=coordinator_for_request)
     header = parse_request_header(encode_request(OFFSET_COMMIT, version, 1, "c", {"group_id": "g", "topics": []})[4:])[0]
     return RequestContext(header, broker)  # type: ignore[arg-type]
 

@@ -1,0 +1,27 @@
+"""OffsetForLeaderEpoch: where a leader epoch ends in this leader's log (from its leader epoch
+cache), so a returning replica — or a consumer validating its position after a leader change
+(KIP-320) — knows where its copy stops agreeing."""
+
+from __future__ import annotations
+
+from kbroker.api.context import RequestContext
+from kbroker.errors import ErrorCode, KafkaError, error_code_of
+from kbroker.log.topic_partition import TopicPartition
+from kbroker.replica.manager import check_leader_epoch
+
+
+def _answer(ctx: RequestContext, topic: str, p) -> dict:
+    entry = {"partition": p.partition, "error_code": ErrorCode.none, "leader_epoch": -1, "end_offset": -1}
+    try:
+        partition = ctx.broker.replica_manager.get_leader_partition(TopicPartition(topic, p.partition))
+        check_leader_epoch(partition, p.current_leader_epoch)
+        epoch, end_offset = partition.log.end_offset_for_epoch(p.leader_epoch)
+        entry.update(leader_epoch=epoch, end_offset=end_offset)
+    except KafkaError as exc:
+        entry["error_code"] = error_code_of(exc)
+    return entry
+
+
+async def handle(ctx: RequestContext, request) -> dict:
+    return {"throttle_time": 0, "topics": [
+        {"topic": t.topic, "partitions": [_answer(ctx, t.topic, p) for p in t.partitions]} for t in request.topics]}

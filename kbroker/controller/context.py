@@ -1,0 +1,136 @@
+"""What the controller knows of the cluster, and its decisions as pure functions of that knowledge.
+
+`ControllerContext` mirrors ZooKeeper (live brokers with their epochs, topic assignments, partition
+states); the election functions decide new leaders and ISRs without any I/O, so every failure rule
+(Kafka's: preferred replica first, leaders only from the ISR unless unclean election is on, the
+ISR never emptied by the controller) is testable on its own. The controller performs the writes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from kbroker.zookeeper.znodes import NO_LEADER, BrokerRegistration, LeaderAndIsr, TopicAssignment
+
+TopicPartition = tuple[str, int]
+LEADER_DURING_DELETE = -2  # UpdateMetadata's "this partition is being deleted"
+
+
+@dataclass
+class ControllerContext:
+    epoch: int
+    epoch_zk_version: int
+    live_brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    topics: dict[str, TopicAssignment] = field(default_factory=dict)
+    states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+
+    # -- reads ------------------------------------------------------------------------------------
+    def replicas(self, tp: TopicPartition) -> list[int]:
+        topic = self.topics.get(tp[0])
+        return list(topic.partitions.get(tp[1], [])) if topic else []
+
+    def topic_id(self, topic: str) -> uuid.UUID | None:
+        t = self.topics.get(topic)
+        return t.topic_id if t else None
+
+    def all_partitions(self) -> list[TopicPartition]:
+        return [(t, p) for t, a in self.topics.items() for p in sorted(a.partitions)]
+
+    def partitions_of(self, topics) -> list[TopicPartition]:
+        return [(t, p) for t in topics if t in self.topics for p in sorted(self.topics[t].partitions)]
+
+    def electable(self) -> set[int]:
+        """Brokers that may lead: alive and not in a controlled shutdown."""
+        return set(self.live_brokers) - self.shutting_down
+
+    def offline_replicas(self, tp: TopicPartition) -> list[int]:
+        return [r for r in self.replicas(tp) if r not in self.live_brokers]
+
+    def partitions_on(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp in self.all_partitions() if broker_id in self.replicas(tp)]
+
+    def partitions_led_by(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp, s in self.states.items() if s.leader == broker_id]
+
+    def is_online(self, tp: TopicPartition) -> bool:
+        state = self.states.get(tp)
+        return state is not None and state.leader in self.live_brokers
+
+
+# -- elections (Kafka's PartitionLeaderElectionAlgorithms) ---------------------------------------------
+def offline_partition_leader(assignment: list[int], isr: list[int] | tuple[int, ...], live: set[int],
+                             unclean: bool) -> int | None:
+    """First live ISR member in assignment order; with unclean election, else any live replica."""
+    for replica in assignment:
+        if replica in live and replica in isr:
+            return replica
+    if unclean:
+        for replica in assignment:
+            if replica in live:
+                return replica
+    return None
+
+
+def new_partition_state(assignment: list[int], live: set[int], controller_epoch: int) -> LeaderAndIsr | None:
+    """A new partition: the first live replica leads, the live replicas are the ISR."""
+    isr = tuple(r for r in assignment if r in live)
+    if not isr:
+        return None
+    return LeaderAndIsr(isr[0], 0, isr, controller_epoch)
+
+
+def elect_after_failure(state: LeaderAndIsr, assignment: list[int], live: set[int], electable: set[int],
+                        unclean: bool, controller_epoch: int) -> LeaderAndIsr | None:
+    """The new state of a partition after brokers left `live`; None when nothing changes.
+
+    Dead brokers leave the ISR (never emptying it: the last member stays, since it holds every
+    acknowledged record), a dead leader is replaced by a live ISR member, and when none is left the
+    partition is offline (leader -1) unless unclean election may pick any live replica.
+    """
+    isr = tuple(r for r in state.isr if r in live)
+    leader = state.leader
+    if leader not in live or leader not in electable:
+        candidate = offline_partition_leader(assignment, isr, electable, False)
+        if candidate is None and unclean:
+            candidate = offline_partition_leader(assignment, (), electable, True)
+            if candidate is not None:
+                isr = (candidate,)
+        leader = candidate if candidate is not None else NO_LEADER
+    if not isr:
+        isr = state.isr if leader == NO_LEADER else (leader,)
+    if leader == state.leader and isr == state.isr:
+        return None
+    return LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch, state.partition_epoch)
+
+
+def elect_for_controlled_shutdown(state: LeaderAndIsr, assignment: list[int], shutting: int,
+                                  electable: set[int], controller_epoch: int) -> LeaderAndIsr | None:
+    """Move leadership off a broker shutting down (to a live ISR member), or drop it from the ISR
+    when it only follows. None when it cannot or need not change (a single replica keeps leading)."""
+    if state.leader == shutting:
+        isr = tuple(r for r in state.isr if r != shutting)
+        leader = offline_partition_leader(assignment, isr, electable - {shutting}, False)
+        if leader is None:
+            return None
+        return LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch, state.partition_epoch)
+    if shutting in state.isr and len(state.isr) > 1:
+        isr = tuple(r for r in state.isr if r != shutting)
+        return LeaderAndIsr(state.leader, state.leader_epoch + 1, isr, controller_epoch, state.partition_epoch)
+    return None
+
+
+def elect_on_broker_return(state: LeaderAndIsr | None, assignment: list[int], live: set[int],
+                           electable: set[int], unclean: bool, controller_epoch: int) -> LeaderAndIsr | None:
+    """An offline partition (no live leader) regains a leader when an ISR member (or, with unclean
+    election, any replica) is back; a partition that never had a state gets its first."""
+    if state is None:
+        return new_partition_state(assignment, electable, controller_epoch)
+    if state.leader in live:
+        return None
+    leader = offline_partition_leader(assignment, state.isr, electable, unclean)
+    if leader is None:
+        return None
+    isr = tuple(r for r in state.isr if r in live) if leader in state.isr else (leader,)
+    return LeaderAndIsr(leader, state.leader_epoch + 1, isr or (leader,), controller_epoch, state.partition_epoch)

@@ -1,0 +1,347 @@
+"""Cluster-mode metadata: this broker's cache of the cluster (as the controller tells it) and the
+administrative writes that go to ZooKeeper.
+
+Reads (`brokers`, `topics`, `partition_state`, ...) come from the `MetadataCache` the controller
+keeps current with UpdateMetadata, so every broker answers Metadata alike without watching
+partition znodes. Writes follow Kafka's AdminZkClient: a topic is created by writing
+`/config/topics/<t>` then `/brokers/topics/<t>` (the controller notices and elects leaders), grown
+by rewriting its assignment, deleted by `/admin/delete_topics/<t>`, reconfigured through
+`/config/topics/<t>` plus a `/config/changes` notification that every broker watches. Producer id
+blocks come from `/latest_producer_id_block` with conditional writes.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from kbroker.errors import (
+    RequestTimedOutError,
+    StaleControllerEpochError,
+    TopicAlreadyExistsError,
+    UnknownTopicOrPartitionError,
+)
+from kbroker.metadata.store import BrokerInfo, MetadataListener, TopicInfo, _new_cluster_id, _new_topic_id
+from kbroker.zookeeper import znodes as zk
+from kbroker.zookeeper.session import ZkSession
+
+logger = logging.getLogger(__name__)
+
+LEADER_DURING_DELETE = -2
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+    partition_epoch: int = 0
+
+
+class ClusterMetadataStore:
+    """The `MetadataStore` of a broker in a ZooKeeper cluster (writes are async here)."""
+
+    def __init__(self, session: ZkSession, broker: BrokerInfo) -> None:
+        self.session = session
+        self.zk = session.client
+        self.me = broker
+        self.cluster_id = ""
+        self.controller_id = -1
+        self.controller_epoch = -1
+        self.broker_epoch = -1
+        self._brokers: dict[int, BrokerInfo] = {}
+        self._partitions: dict[str, dict[int, PartitionMetadata]] = {}
+        self._topic_ids: dict[str, uuid.UUID] = {}
+        self._topics: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self._configs: dict[str, dict[str, str]] = {}
+        self._listeners: list[MetadataListener] = []
+        self._changed = trio.Event()
+        self._last_config_change = ""
+
+    # -- start-up -----------------------------------------------------------------------------------
+    async def start(self, wanted_cluster_id: str | None) -> None:
+        for path in zk.PERSISTENT_PATHS:
+            await self.session.call(self.zk.ensure_path, path)
+        self.cluster_id = await self._cluster_id(wanted_cluster_id)
+        await self._watch_config_changes(initial=True)
+
+    async def _cluster_id(self, wanted: str | None) -> str:
+        try:
+            data, _ = await self.session.call(self.zk.get, zk.CLUSTER_ID)
+            return zk.decode_cluster_id(data)
+        except zk.NoNodeError:
+            pass
+        try:
+            cluster_id = wanted or _new_cluster_id()
+            await self.session.call(self.zk.create, zk.CLUSTER_ID, zk.encode_cluster_id(cluster_id), makepath=True)
+            return cluster_id
+        except zk.NodeExistsError:
+            data, _ = await self.session.call(self.zk.get, zk.CLUSTER_ID)
+            return zk.decode_cluster_id(data)
+
+    async def register(self, timeout_s: float) -> int:
+        """Create `/brokers/ids/<id>` (ephemeral); a node left by this broker's previous, dead
+        session is waited out (it vanishes when that session expires). Returns the broker epoch."""
+        b = self.me
+        data = zk.encode_broker(zk.BrokerRegistration(b.node_id, b.host, b.port, b.rack))
+        path = zk.broker_path(b.node_id)
+        with trio.fail_after(timeout_s):
+            while True:
+                try:
+                    await self.session.call(self.zk.create, path, data, ephemeral=True)
+                    break
+                except zk.NodeExistsError:
+                    try:
+                        _, stat = await self.session.call(self.zk.get, path)
+                    except zk.NoNodeError:
+                        continue
+                    if stat.ephemeral_owner == self.zk.session_id:
+                        break
+                    logger.info("broker id %d is still registered by an older session; waiting for it to expire",
+                                b.node_id)
+                    await trio.sleep(0.5)
+        _, stat = await self.session.call(self.zk.get, path)
+        self.broker_epoch = stat.czxid
+        logger.info("registered broker %d at %s:%d (epoch %d)", b.node_id, b.host, b.port, stat.czxid)
+        return stat.czxid
+
+    # -- MetadataStore reads -----------------------------------------------------------------------
+    def add_listener(self, listener: MetadataListener) -> None:
+        self._listeners.append(listener)
+
+    def brokers(self) -> list[BrokerInfo]:
+        return sorted(self._brokers.values(), key=lambda b: b.node_id)
+
+    def broker(self, broker_id: int) -> BrokerInfo | None:
+        return self._brokers.get(broker_id)
+
+    def topics(self) -> dict[str, TopicInfo]:
+        return self._topics
+
+    def topic(self, name: str) -> TopicInfo | None:
+        return self._topics.get(name)
+
+    def topic_by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionMetadata | None:
+        return self._partitions.get(topic, {}).get(partition)
+
+    def leader_of(self, topic: str, partition: int) -> BrokerInfo | None:
+        state = self.partition_state(topic, partition)
+        return None if state is None else self._brokers.get(state.leader)
+
+    async def wait_for_change(self, timeout_s: float) -> None:
+        with trio.move_on_after(timeout_s):
+            await self._changed.wait()
+
+    # -- UpdateMetadata -----------------------------------------------------------------------------
+    def check_controller_epoch(self, controller_id: int, epoch: int) -> None:
+        if epoch < self.controller_epoch:
+            raise StaleControllerEpochError(
+                f"controller {controller_id} epoch {epoch} is older than the current {self.controller_epoch}")
+        self.controller_epoch = epoch
+        self.controller_id = controller_id
+
+    def apply_update_metadata(self, request: Any) -> list[str]:
+        """Apply an UpdateMetadata request; returns the topics whose configs must still be loaded."""
+        self.check_controller_epoch(request.controller_id, request.controller_epoch)
+        brokers = {}
+        for b in request.live_brokers:
+            endpoint = next(iter(b.endpoints), None)
+            if endpoint is not None:
+                brokers[b.id_] = BrokerInfo(b.id_, endpoint.host, endpoint.port, b.rack)
+        self._brokers = brokers
+        touched: set[str] = set()
+        for topic in request.topic_states:
+            name = topic.topic_name
+            touched.add(name)
+            if topic.topic_id is not None and topic.topic_id.int != 0:
+                self._topic_ids[name] = topic.topic_id
+            partitions = self._partitions.setdefault(name, {})
+            for p in topic.partition_states:
+                if p.leader == LEADER_DURING_DELETE:
+                    partitions.pop(p.partition_index, None)
+                    continue
+                partitions[p.partition_index] = PartitionMetadata(
+                    p.leader, p.leader_epoch, tuple(p.isr), tuple(p.replicas), tuple(p.offline_replicas), p.zk_version)
+        missing = []
+        for name in touched:
+            if not self._partitions.get(name):
+                self._partitions.pop(name, None)
+                self._drop_topic(name)
+            else:
+                self._refresh_topic(name)
+                if name not in self._configs:
+                    missing.append(name)
+        self._changed.set()
+        self._changed = trio.Event()
+        return missing
+
+    def _refresh_topic(self, name: str) -> None:
+        partitions = self._partitions[name]
+        assignment = [list(partitions[p].replicas) if p in partitions else [] for p in range(max(partitions) + 1)]
+        topic_id = self._topic_ids.get(name) or uuid.UUID(int=0)
+        info = self._topics.get(name)
+        if info is None or info.topic_id != topic_id:
+            if info is not None:
+                self._by_id.pop(info.topic_id, None)
+            info = TopicInfo(name, topic_id, assignment, dict(self._configs.get(name, {})))
+            self._topics[name] = info
+            self._by_id[topic_id] = info
+        else:
+            info.assignment = assignment
+        self._notify(name, info)
+
+    def _drop_topic(self, name: str) -> None:
+        info = self._topics.pop(name, None)
+        self._topic_ids.pop(name, None)
+        self._configs.pop(name, None)
+        if info is not None:
+            self._by_id.pop(info.topic_id, None)
+            self._notify(name, None)
+
+    def _notify(self, name: str, info: TopicInfo | None) -> None:
+        for listener in self._listeners:
+            try:
+                listener(name, info)
+            except Exception:
+                logger.exception("metadata listener failed for %s", name)
+
+    # -- topic configs ------------------------------------------------------------------------------
+    async def load_configs(self, topics: list[str]) -> None:
+        topics = [t for t in topics if t not in self._configs]
+        if not topics:
+            return
+        results = await self.session.call(self.zk.get_many, [zk.topic_config_path(t) for t in topics])
+        for topic, result in zip(topics, results):
+            self._configs[topic] = zk.decode_config(result[0] if result else None)
+            info = self._topics.get(topic)
+            if info is not None:
+                info.configs = dict(self._configs[topic])
+                self._notify(topic, info)
+
+    def configs_of(self, topic: str) -> dict[str, str] | None:
+        return self._configs.get(topic)
+
+    async def _watch_config_changes(self, initial: bool = False) -> None:
+        changes = sorted(await self.session.call(
+            self.zk.children, zk.CONFIG_CHANGES, self.session.watch(self._config_changes_fired)))
+        if initial:  # configs are read fresh at start; only later notifications matter
+            self._last_config_change = changes[-1] if changes else ""
+            return
+        new = [c for c in changes if c > self._last_config_change]
+        if not new:
+            return
+        self._last_config_change = new[-1]
+        results = await self.session.call(self.zk.get_many, [f"{zk.CONFIG_CHANGES}/{c}" for c in new])
+        topics = set()
+        for result in results:
+            entity = zk.decode_config_change(result[0]) if result else None
+            if entity and entity[0] == "topics":
+                topics.add(entity[1])
+        for topic in topics:
+            self._configs.pop(topic, None)
+        await self.load_configs(sorted(t for t in topics if t in self._topics))
+
+    def _config_changes_fired(self) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(self._safe_watch_config_changes)
+
+    _nursery: trio.Nursery | None = None
+
+    def attach(self, nursery: trio.Nursery) -> None:
+        self._nursery = nursery
+
+    async def _safe_watch_config_changes(self) -> None:
+        try:
+            await self._watch_config_changes()
+        except zk.ZkError as exc:
+            logger.warning("reading config changes failed: %s", exc)
+
+    # -- writes (AdminZkClient) -----------------------------------------------------------------------
+    async def create_topic(self, name: str, assignment: list[list[int]], configs: dict[str, str],
+                           topic_id: uuid.UUID | None = None) -> TopicInfo:
+        topic_id = topic_id or _new_topic_id()
+        data = zk.encode_topic(zk.TopicAssignment(name, topic_id, dict(enumerate(assignment))))
+        if await self.session.call(self.zk.exists, zk.topic_path(name)) is not None:
+            raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        config_path = zk.topic_config_path(name)
+        try:
+            await self.session.call(self.zk.create, config_path, zk.encode_config(configs), makepath=True)
+        except zk.NodeExistsError:
+            await self.session.call(self.zk.set, config_path, zk.encode_config(configs))
+        try:
+            await self.session.call(self.zk.create, zk.topic_path(name), data, makepath=True)
+        except zk.NodeExistsError:
+            raise TopicAlreadyExistsError(f"Topic '{name}' already exists.") from None
+        self._configs[name] = dict(configs)
+        return TopicInfo(name, topic_id, [list(r) for r in assignment], dict(configs))
+
+    async def wait_for_topic(self, name: str, num_partitions: int, timeout_s: float) -> None:
+        """Until every partition of `name` has a leader in this broker's cache (CreateTopics waits
+        for that, as Kafka's DelayedCreatePartitions does)."""
+        with trio.move_on_after(timeout_s):
+            while True:
+                parts = self._partitions.get(name, {})
+                if len(parts) >= num_partitions and all(
+                        parts.get(p) is not None and parts[p].leader >= 0 for p in range(num_partitions)):
+                    return
+                await self.wait_for_change(1.0)
+        raise RequestTimedOutError(f"Topic {name} was created but its leaders are not elected yet.")
+
+    async def delete_topic(self, name: str) -> TopicInfo:
+        info = self._topics.get(name)
+        if info is None and await self.session.call(self.zk.exists, zk.topic_path(name)) is None:
+            raise UnknownTopicOrPartitionError(f"Topic {name} does not exist.")
+        try:
+            await self.session.call(self.zk.create, zk.delete_topic_path(name), b"", makepath=True)
+        except zk.NodeExistsError:
+            pass
+        return info or TopicInfo(name, uuid.UUID(int=0), [], {})
+
+    async def add_partitions(self, name: str, new_assignment: list[list[int]]) -> TopicInfo:
+        data, stat = await self.session.call(self.zk.get, zk.topic_path(name))
+        current = zk.decode_topic(name, data)
+        start = len(current.partitions)
+        for i, replicas in enumerate(new_assignment):
+            current.partitions[start + i] = list(replicas)
+        await self.session.call(self.zk.set, zk.topic_path(name), zk.encode_topic(current), stat.version)
+        info = self._topics.get(name)
+        return info or TopicInfo(name, current.topic_id or uuid.UUID(int=0), current.as_list(), {})
+
+    async def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
+        await self.session.call(self.zk.set, zk.topic_config_path(name), zk.encode_config(configs))
+        await self.session.call(self.zk.create, f"{zk.CONFIG_CHANGES}/{zk.CONFIG_CHANGE_PREFIX}",
+                                zk.encode_config_change("topics", name), sequence=True)
+        self._configs[name] = dict(configs)
+        info = self._topics.get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"Topic {name} does not exist.")
+        info.configs = dict(configs)
+        self._notify(name, info)
+        return info
+
+    async def allocate_producer_ids(self, count: int) -> int:
+        while True:
+            try:
+                data, stat = await self.session.call(self.zk.get, zk.LATEST_PRODUCER_ID_BLOCK)
+            except zk.NoNodeError:
+                data, stat = b"", None
+            start = zk.next_producer_id_block_start(data)
+            payload = zk.encode_producer_id_block(self.me.node_id, start, count)
+            try:
+                if stat is None:
+                    await self.session.call(self.zk.create, zk.LATEST_PRODUCER_ID_BLOCK, payload, makepath=True)
+                else:
+                    await self.session.call(self.zk.set, zk.LATEST_PRODUCER_ID_BLOCK, payload, stat.version)
+                return start
+            except (zk.BadVersionError, zk.NodeExistsError):
+                continue  # another broker took that block: try the next

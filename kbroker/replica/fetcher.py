@@ -1,0 +1,265 @@
+"""Followers fetching from their leaders: one task per leader broker, multiplexing its partitions.
+
+A partition that starts following first asks the leader where its log and the leader's diverge
+(OffsetForLeaderEpoch with the follower's latest leader epoch) and truncates there — an old
+leader's unacknowledged tail goes — then fetches from its log end with Fetch v12 carrying its
+replica id and current leader epoch. Fetched batches keep their offsets (`append_as_follower`);
+the follower's high watermark is the leader's, capped by its own log end. The leader learns the
+follower's progress from the fetch offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import trio
+
+from kbroker.errors import ErrorCode
+from kbroker.log.topic_partition import TopicPartition
+from kbroker.wire.records import validate_batches
+
+logger = logging.getLogger(__name__)
+
+FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
+FETCH_VERSION, OFFSET_FOR_LEADER_EPOCH_VERSION = 12, 4
+UNDEFINED_EPOCH = -1
+_RETRY_ERRORS = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+                 ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available, ErrorCode.kafka_storage_error}
+
+OpenChannel = Callable[[str, int], Any]  # (host, port) -> a channel with `await request(api_key, version, body)`
+
+
+@dataclass
+class _FetchState:
+    leader_epoch: int
+    truncating: bool = True
+    delayed_until: float = 0.0
+
+
+class _LeaderFetcher:
+    def __init__(self, manager: "ReplicaFetcherManager", leader_id: int, endpoint: tuple[str, int]) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.endpoint = endpoint
+        self.partitions: dict[TopicPartition, _FetchState] = {}
+        self.scope = trio.CancelScope()
+        self.changed = trio.Event()
+        self.channel = manager.open_channel(*endpoint)
+
+    def poke(self) -> None:
+        self.changed.set()
+
+    async def run(self) -> None:
+        with self.scope:
+            try:
+                while True:
+                    if not self.partitions:  # idle until the controller gives it partitions again
+                        self.changed = trio.Event()
+                        await self.changed.wait()
+                    elif not await self._round():
+                        await self._backoff()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self.channel.aclose()
+
+    async def _backoff(self) -> None:
+        self.changed = trio.Event()
+        with trio.move_on_after(self.manager.backoff_s):
+            await self.changed.wait()
+
+    async def _round(self) -> bool:
+        """One truncation and/or fetch round; False when nothing could be done (back off)."""
+        now = trio.current_time()
+        rm = self.manager.replica_manager
+        ready = {}
+        for tp, state in list(self.partitions.items()):
+            partition = rm.partitions.get(tp)
+            if partition is None or partition.is_leader or partition.leader_id != self.leader_id:
+                self.partitions.pop(tp, None)
+                continue
+            state.leader_epoch = partition.leader_epoch
+            if state.delayed_until <= now:
+                ready[tp] = (partition, state)
+        if not ready:
+            return False
+        truncating = {tp: v for tp, v in ready.items() if v[1].truncating}
+        try:
+            if truncating:
+                await self._truncate(truncating)
+            fetching = {tp: v for tp, v in ready.items() if not v[1].truncating}
+            if fetching:
+                await self._fetch(fetching)
+                return True
+        except Exception as exc:  # noqa: BLE001 - the leader may be gone; the controller will tell
+            logger.info("fetching from broker %d at %s:%d failed: %s", self.leader_id, *self.endpoint, exc)
+            return False
+        return bool(truncating)
+
+    async def _truncate(self, parts: dict) -> None:
+        topics: dict[str, list[dict]] = {}
+        for tp, (partition, state) in parts.items():
+            latest = partition.log.leader_epoch_cache.latest_epoch
+            if latest is None or latest < 0 or partition.log.log_end_offset == partition.log.log_start_offset:
+                state.truncating = False  # nothing of ours that could diverge
+                continue
+            topics.setdefault(tp.topic, []).append(
+                {"partition": tp.partition, "current_leader_epoch": state.leader_epoch, "leader_epoch": latest})
+        if not topics:
+            return
+        response = await self.channel.request(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, {
+            "replica_id": self.manager.node_id,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        })
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition)
+                if tp not in parts:
+                    continue
+                partition, state = parts[tp]
+                if p.error_code != ErrorCode.none:
+                    state.delayed_until = trio.current_time() + self.manager.backoff_s
+                    continue
+                offset = truncation_offset(partition.log, p.leader_epoch, p.end_offset)
+                if offset < partition.log.log_end_offset:
+                    logger.info("%s: truncating from %d to %d (leader %d epoch %d ends at %d)", tp,
+                                partition.log.log_end_offset, offset, self.leader_id, p.leader_epoch, p.end_offset)
+                    partition.log.truncate_to(offset)
+                state.truncating = False
+
+    async def _fetch(self, parts: dict) -> None:
+        m = self.manager
+        topics: dict[str, list[dict]] = {}
+        for tp, (partition, state) in parts.items():
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition, "current_leader_epoch": state.leader_epoch,
+                "fetch_offset": partition.log.log_end_offset, "last_fetched_epoch": -1,
+                "log_start_offset": partition.log.log_start_offset, "partition_max_bytes": m.partition_max_bytes,
+            })
+        response = await self.channel.request(FETCH, FETCH_VERSION, {
+            "replica_id": m.node_id, "max_wait": m.max_wait_ms, "min_bytes": m.min_bytes, "max_bytes": m.max_bytes,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+            "forgotten_topics_data": [], "rack_id": "",
+        }, timeout_s=m.max_wait_ms / 1000 + m.request_timeout_s)
+        if response.error_code != ErrorCode.none:
+            raise RuntimeError(f"fetch failed with {ErrorCode(response.error_code).name}")
+        for topic in response.responses:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.topic, p.partition_index)
+                entry = parts.get(tp)
+                if entry is None or m.replica_manager.partitions.get(tp) is not entry[0]:
+                    continue
+                self._apply(tp, entry[0], entry[1], p)
+
+    def _apply(self, tp: TopicPartition, partition, state: _FetchState, p: Any) -> None:
+        log = partition.log
+        if partition.is_leader or partition.leader_epoch != state.leader_epoch:
+            return  # the role changed while the fetch was out
+        code = p.error_code
+        if code == ErrorCode.offset_out_of_range:
+            self._out_of_range(tp, partition, p)
+            return
+        if code != ErrorCode.none:
+            if code in _RETRY_ERRORS:
+                state.delayed_until = trio.current_time() + self.manager.backoff_s
+            else:
+                logger.warning("%s: fetch from broker %d failed with %s", tp, self.leader_id, ErrorCode(code).name)
+                state.delayed_until = trio.current_time() + self.manager.backoff_s
+            return
+        records = p.records
+        if records:
+            buf = bytearray(records)
+            batches = validate_batches(buf, from_client=False)
+            if batches[0][1].base_offset < log.log_end_offset:  # overlap after a retry: skip what we have
+                batches = [(pos, h) for pos, h in batches if h.base_offset >= log.log_end_offset]
+                if not batches:
+                    return
+                start = batches[0][0]
+                buf = buf[start:]
+                batches = [(pos - start, h) for pos, h in batches]
+            log.append_as_follower(buf, batches)
+        partition.update_follower_high_watermark(p.high_watermark)
+        if p.log_start_offset > log.log_start_offset:  # DeleteRecords or retention on the leader
+            log.maybe_increment_log_start_offset(min(p.log_start_offset, log.high_watermark))
+
+    def _out_of_range(self, tp: TopicPartition, partition, p: Any) -> None:
+        """Kafka's rule: behind the leader's log start, restart there; ahead of its end, truncate."""
+        log = partition.log
+        if p.high_watermark >= 0 and log.log_end_offset > p.high_watermark and p.log_start_offset <= p.high_watermark:
+            state_truncate = max(p.high_watermark, log.high_watermark)
+            logger.info("%s: fetch offset %d out of range, truncating to %d", tp, log.log_end_offset, state_truncate)
+            log.truncate_to(state_truncate)
+        elif p.log_start_offset > log.log_end_offset:
+            logger.info("%s: behind the leader's log start %d, restarting the log there", tp, p.log_start_offset)
+            log.truncate_fully_and_start_at(p.log_start_offset)
+        else:
+            self.partitions[tp].truncating = True
+
+
+def truncation_offset(log, leader_epoch: int, leader_end_offset: int) -> int:
+    """Where a follower's log stops agreeing with its leader's (Kafka's getTruncationOffset)."""
+    if leader_epoch == UNDEFINED_EPOCH or leader_end_offset < 0:
+        return min(log.high_watermark, log.log_end_offset)
+    ours = log.leader_epoch_cache.latest_epoch
+    if leader_epoch == ours:
+        return min(leader_end_offset, log.log_end_offset)
+    # the leader knows an older epoch as its latest at or below ours: our end of that epoch counts
+    _epoch, our_end = log.end_offset_for_epoch(leader_epoch)
+    if our_end < 0:
+        return min(log.high_watermark, log.log_end_offset)
+    return min(leader_end_offset, our_end, log.log_end_offset)
+
+
+class ReplicaFetcherManager:
+    def __init__(self, node_id: int, config, replica_manager, open_channel: OpenChannel) -> None:
+        self.node_id = node_id
+        self.replica_manager = replica_manager
+        self.open_channel = open_channel
+        self.max_wait_ms = config.get("replica.fetch.wait.max.ms")
+        self.min_bytes = config.get("replica.fetch.min.bytes")
+        self.max_bytes = config.get("replica.fetch.response.max.bytes")
+        self.partition_max_bytes = config.get("replica.fetch.max.bytes")
+        self.backoff_s = config.get("replica.fetch.backoff.ms") / 1000
+        self.request_timeout_s = config.get("replica.socket.timeout.ms") / 1000
+        self._fetchers: dict[tuple[int, tuple[str, int]], _LeaderFetcher] = {}
+        self._nursery: trio.Nursery | None = None
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def add_partitions(self, partitions: dict[TopicPartition, tuple[int, tuple[str, int] | None]]) -> None:
+        self.remove_partitions(list(partitions))
+        for tp, (leader_id, endpoint) in partitions.items():
+            if endpoint is None:
+                logger.warning("%s: no endpoint for leader %d", tp, leader_id)
+                continue
+            key = (leader_id, endpoint)
+            fetcher = self._fetchers.get(key)
+            if fetcher is None:
+                fetcher = self._fetchers[key] = _LeaderFetcher(self, leader_id, endpoint)
+                assert self._nursery is not None, "the fetcher manager is not running"
+                self._nursery.start_soon(self._run_fetcher, key, fetcher)
+            partition = self.replica_manager.partitions[tp]
+            fetcher.partitions[tp] = _FetchState(partition.leader_epoch)
+            fetcher.poke()
+
+    def remove_partitions(self, partitions: list[TopicPartition]) -> None:
+        for fetcher in self._fetchers.values():
+            for tp in partitions:
+                fetcher.partitions.pop(tp, None)
+
+    async def _run_fetcher(self, key, fetcher: _LeaderFetcher) -> None:
+        try:
+            await fetcher.run()
+        finally:
+            if self._fetchers.get(key) is fetcher:
+                del self._fetchers[key]
+
+    def statistics(self) -> dict[str, int]:
+        return {"fetchers": len(self._fetchers),
+                "partitions": sum(len(f.partitions) for f in self._fetchers.values())}

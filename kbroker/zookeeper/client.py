@@ -1,0 +1,202 @@
+"""The ZooKeeper adapter: the only module that imports kazoo.
+
+Blocking calls, meant to run in a worker thread (`trio.to_thread.run_sync`); kazoo's exceptions
+become the `znodes` ones so nothing above this module knows kazoo. Watches and session-state
+changes call plain callbacks on kazoo's own threads: callers must only hand them to trio from
+there (`trio.from_thread.run_sync` / `TrioToken.run_sync_soon`), never touch broker state.
+`get_many`/`set_many` pipeline many requests on the one session (kazoo's async API), which is
+what lets the controller write thousands of partition states in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Callable, Iterable, NamedTuple
+
+from kazoo.client import KazooClient, KazooState
+from kazoo.exceptions import (
+    BadVersionError as _BadVersion,
+    KazooException,
+    NodeExistsError as _NodeExists,
+    NoNodeError as _NoNode,
+    NotEmptyError as _NotEmpty,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+
+from kbroker.zookeeper.znodes import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, ZkError
+
+logger = logging.getLogger(__name__)
+
+Watch = Callable[[], None]
+
+
+class Stat(NamedTuple):
+    version: int
+    czxid: int
+    ephemeral_owner: int
+
+
+def _translate(exc: BaseException) -> BaseException:
+    if isinstance(exc, _NoNode):
+        return NoNodeError(str(exc) or "no node")
+    if isinstance(exc, _NodeExists):
+        return NodeExistsError(str(exc) or "node exists")
+    if isinstance(exc, _BadVersion):
+        return BadVersionError(str(exc) or "bad version")
+    if isinstance(exc, _NotEmpty):
+        return NotEmptyError(str(exc) or "not empty")
+    if isinstance(exc, (KazooException, KazooTimeoutError)):
+        return ZkError(f"{type(exc).__name__}: {exc}")
+    return exc
+
+
+def _call(fn, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - translated, not swallowed
+        translated = _translate(exc)
+        if translated is exc:
+            raise
+        raise translated from exc
+
+
+def _stat(s) -> Stat:
+    return Stat(s.version, s.czxid, s.ephemeralOwner)
+
+
+class ZkClient:
+    """One ZooKeeper session. `connect_string` may carry a chroot (`host:port/kbroker`)."""
+
+    def __init__(self, connect_string: str, session_timeout_ms: int, connection_timeout_ms: int = 18000) -> None:
+        self.connect_string = connect_string
+        self.connection_timeout_s = connection_timeout_ms / 1000
+        # Retries cover a dropped connection only; session expiry is the caller's business.
+        self._kazoo = KazooClient(hosts=connect_string, timeout=session_timeout_ms / 1000,
+                                  connection_retry=KazooRetry(max_tries=-1, delay=0.1, max_delay=1.0),
+                                  command_retry=KazooRetry(max_tries=3, delay=0.1, max_delay=1.0,
+                                                           ignore_expire=False))
+        self._state_listeners: list[Callable[[str], None]] = []
+        self._kazoo.add_listener(self._on_state)
+
+    # -- session ----------------------------------------------------------------------------------
+    def start(self) -> None:
+        chroot = self._kazoo.chroot
+        if chroot:  # Kafka creates the chroot itself
+            root = KazooClient(hosts=self.connect_string.split("/", 1)[0], timeout=self._kazoo._session_timeout / 1000)
+            _call(root.start, timeout=self.connection_timeout_s)
+            try:
+                _call(root.ensure_path, chroot)
+            finally:
+                root.stop()
+                root.close()
+        _call(self._kazoo.start, timeout=self.connection_timeout_s)
+
+    def close(self) -> None:
+        try:
+            self._kazoo.stop()
+            self._kazoo.close()
+        except Exception:  # noqa: BLE001 - closing a broken session is best effort
+            logger.debug("closing the ZooKeeper session failed", exc_info=True)
+
+    @property
+    def session_id(self) -> int:
+        client_id = self._kazoo.client_id
+        return client_id[0] if client_id else 0
+
+    @property
+    def connected(self) -> bool:
+        return self._kazoo.connected
+
+    def add_state_listener(self, listener: Callable[[str], None]) -> None:
+        """`listener("LOST" | "SUSPENDED" | "CONNECTED")` on kazoo's thread; LOST = session expired."""
+        self._state_listeners.append(listener)
+
+    def _on_state(self, state) -> None:
+        name = {KazooState.LOST: "LOST", KazooState.SUSPENDED: "SUSPENDED"}.get(state, "CONNECTED")
+        for listener in self._state_listeners:
+            try:
+                listener(name)
+            except Exception:  # noqa: BLE001 - a listener bug must not kill kazoo's thread
+                logger.exception("ZooKeeper state listener failed")
+
+    def restart_session(self) -> None:
+        """After expiry: a fresh session (ephemeral nodes must then be created again)."""
+        _call(self._kazoo.restart)
+
+    # -- single operations --------------------------------------------------------------------------
+    def ensure_path(self, path: str) -> None:
+        _call(self._kazoo.ensure_path, path)
+
+    def exists(self, path: str, watch: Watch | None = None) -> Stat | None:
+        s = _call(self._kazoo.exists, path, watch=_wrap(watch))
+        return None if s is None else _stat(s)
+
+    def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, Stat]:
+        data, s = _call(self._kazoo.get, path, watch=_wrap(watch))
+        return data or b"", _stat(s)
+
+    def children(self, path: str, watch: Watch | None = None) -> list[str]:
+        return list(_call(self._kazoo.get_children, path, watch=_wrap(watch)))
+
+    def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequence: bool = False,
+               makepath: bool = False) -> str:
+        return _call(self._kazoo.create, path, data, ephemeral=ephemeral, sequence=sequence, makepath=makepath)
+
+    def set(self, path: str, data: bytes, version: int = -1) -> Stat:
+        return _stat(_call(self._kazoo.set, path, data, version=version))
+
+    def delete(self, path: str, version: int = -1, recursive: bool = False) -> None:
+        _call(self._kazoo.delete, path, version=version, recursive=recursive)
+
+    def create_all(self, nodes: Iterable[tuple[str, bytes]]) -> None:
+        """Create several persistent znodes atomically (one multi-op)."""
+        txn = self._kazoo.transaction()
+        for path, data in nodes:
+            txn.create(path, data)
+        results = _call(txn.commit)
+        for result in results:
+            if isinstance(result, Exception):
+                raise _translate(result)
+
+    # -- pipelined operations -----------------------------------------------------------------------
+    def get_many(self, paths: list[str]) -> list[tuple[bytes, Stat] | None]:
+        """Data and stat of each path (None where it does not exist), one round trip's latency."""
+        pending = [self._kazoo.get_async(p) for p in paths]
+        out: list[tuple[bytes, Stat] | None] = []
+        for result in pending:
+            try:
+                data, s = _call(result.get, timeout=self.connection_timeout_s)
+                out.append((data or b"", _stat(s)))
+            except NoNodeError:
+                out.append(None)
+        return out
+
+    def set_many(self, writes: list[tuple[str, bytes, int]]) -> list[Stat | ZkError]:
+        """Conditional writes (path, data, expected version); each result is the new stat or the error."""
+        pending = [self._kazoo.set_async(p, d, version=v) for p, d, v in writes]
+        return [self._result(r, _stat) for r in pending]
+
+    def create_many(self, creates: list[tuple[str, bytes]]) -> list[str | ZkError]:
+        """Persistent creates (parents made as needed); each result is the path or the error."""
+        pending = [self._kazoo.create_async(p, d, makepath=True) for p, d in creates]
+        return [self._result(r, lambda x: x) for r in pending]
+
+    def _result(self, result, convert):
+        try:
+            return convert(_call(result.get, timeout=self.connection_timeout_s))
+        except ZkError as exc:
+            return exc
+
+
+def _wrap(watch: Watch | None):
+    if watch is None:
+        return None
+
+    def on_event(_event) -> None:
+        try:
+            watch()
+        except Exception:  # noqa: BLE001 - a watch bug must not kill kazoo's thread
+            logger.exception("ZooKeeper watch callback failed")
+
+    return on_event

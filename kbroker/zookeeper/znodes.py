@@ -1,0 +1,274 @@
+"""Kafka's ZooKeeper-mode layout: znode paths and their JSON payloads, byte-compatible with Kafka.
+
+Pure functions only (no kazoo, no I/O), so an operator who knows Kafka can read a kbroker cluster's
+ZooKeeper tree and the controller's logic can be tested without a server. Payload formats follow
+Kafka's `ZkData.scala`: broker registration v5, topic assignment v3 (with `topic_id`), partition
+state v1, config v1, config change notification v2, producer id block v1.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+
+
+class ZkError(Exception):
+    """A ZooKeeper operation failed (connection loss, session expiry, ...)."""
+
+
+class NoNodeError(ZkError):
+    pass
+
+
+class NodeExistsError(ZkError):
+    pass
+
+
+class BadVersionError(ZkError):
+    """A conditional write lost: someone else changed the znode first (the fencing rule)."""
+
+
+class NotEmptyError(ZkError):
+    pass
+
+
+# -- paths ------------------------------------------------------------------------------------------
+CLUSTER_ID = "/cluster/id"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+BROKER_SEQID = "/brokers/seqid"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+DELETE_TOPICS = "/admin/delete_topics"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+# persistent paths every cluster has (Kafka's ZkData.PersistentZkPaths)
+PERSISTENT_PATHS = (
+    "/consumers", BROKER_IDS, BROKER_TOPICS, CONFIG_CHANGES, "/config/clients", CONFIG_BROKERS, CONFIG_TOPICS,
+    "/config/users", DELETE_TOPICS, BROKER_SEQID, ISR_CHANGE_NOTIFICATION, LATEST_PRODUCER_ID_BLOCK,
+    "/log_dir_event_notification",
+)
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def _json(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _parse(data: bytes | None) -> dict:
+    if not data:
+        return {}
+    value = json.loads(data)
+    return value if isinstance(value, dict) else {}
+
+
+def _now_ms() -> str:
+    return str(time.time_ns() // 1_000_000)
+
+
+# -- uuids: Kafka writes them in its url-safe base64 form ------------------------------------------
+def uuid_to_kafka(value: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+
+
+def uuid_from_kafka(text: str) -> uuid.UUID:
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+
+
+# -- /cluster/id ------------------------------------------------------------------------------------
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _json({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    return str(_parse(data).get("id", ""))
+
+
+# -- /brokers/ids/<id> ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+    epoch: int = -1  # the registration znode's czxid: a restarted broker gets a new one
+
+    @property
+    def endpoint(self) -> str:
+        return f"PLAINTEXT://{self.host}:{self.port}"
+
+
+def encode_broker(reg: BrokerRegistration) -> bytes:
+    payload: dict = {
+        "features": {},
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "endpoints": [reg.endpoint],
+        "jmx_port": -1,
+        "port": reg.port,
+        "host": reg.host,
+        "version": 5,
+        "timestamp": _now_ms(),
+    }
+    if reg.rack is not None:
+        payload["rack"] = reg.rack
+    return _json(payload)
+
+
+def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistration:
+    payload = _parse(data)
+    host, port = payload.get("host"), payload.get("port")
+    for endpoint in payload.get("endpoints", []):
+        _scheme, _, address = str(endpoint).partition("://")
+        h, _, p = address.rpartition(":")
+        if p.isdigit():
+            host, port = h.strip("[]"), int(p)
+            break
+    return BrokerRegistration(broker_id, str(host or ""), int(port or -1), payload.get("rack"), epoch)
+
+
+# -- /controller, /controller_epoch -----------------------------------------------------------------
+def encode_controller(broker_id: int) -> bytes:
+    return _json({"version": 2, "brokerid": broker_id, "timestamp": _now_ms(), "kraftControllerEpoch": -1})
+
+
+def decode_controller(data: bytes | None) -> int:
+    try:
+        return int(_parse(data).get("brokerid", -1))
+    except (ValueError, TypeError):
+        return -1
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    return int(data.decode().strip())
+
+
+# -- /brokers/topics/<t> ----------------------------------------------------------------------------
+@dataclass
+class TopicAssignment:
+    topic: str
+    topic_id: uuid.UUID | None
+    partitions: dict[int, list[int]]  # partition -> replicas, preferred leader first
+    adding: dict[int, list[int]] = field(default_factory=dict)
+    removing: dict[int, list[int]] = field(default_factory=dict)
+
+    def as_list(self) -> list[list[int]]:
+        return [self.partitions[p] for p in sorted(self.partitions)]
+
+
+def encode_topic(assignment: TopicAssignment) -> bytes:
+    payload: dict = {
+        "version": 3,
+        "partitions": {str(p): list(r) for p, r in sorted(assignment.partitions.items())},
+        "adding_replicas": {str(p): list(r) for p, r in sorted(assignment.adding.items())},
+        "removing_replicas": {str(p): list(r) for p, r in sorted(assignment.removing.items())},
+    }
+    if assignment.topic_id is not None:
+        payload["topic_id"] = uuid_to_kafka(assignment.topic_id)
+    return _json(payload)
+
+
+def decode_topic(topic: str, data: bytes) -> TopicAssignment:
+    payload = _parse(data)
+    topic_id = payload.get("topic_id")
+
+    def replicas(key: str) -> dict[int, list[int]]:
+        return {int(p): [int(b) for b in r] for p, r in (payload.get(key) or {}).items()}
+
+    return TopicAssignment(topic, uuid_from_kafka(topic_id) if topic_id else None, replicas("partitions"),
+                           replicas("adding_replicas"), replicas("removing_replicas"))
+
+
+# -- /brokers/topics/<t>/partitions/<p>/state ---------------------------------------------------------
+NO_LEADER = -1
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    partition_epoch: int = 0  # the state znode's version: every change bumps it
+
+    def with_(self, **changes) -> "LeaderAndIsr":
+        from dataclasses import replace
+
+        return replace(self, **changes)
+
+
+def encode_partition_state(state: LeaderAndIsr) -> bytes:
+    return _json({"controller_epoch": state.controller_epoch, "leader": state.leader, "version": 1,
+                  "leader_epoch": state.leader_epoch, "isr": list(state.isr)})
+
+
+def decode_partition_state(data: bytes, version: int) -> LeaderAndIsr:
+    payload = _parse(data)
+    return LeaderAndIsr(int(payload["leader"]), int(payload["leader_epoch"]), tuple(int(b) for b in payload["isr"]),
+                        int(payload["controller_epoch"]), version)
+
+
+# -- /config/topics/<t>, /config/changes ------------------------------------------------------------
+def encode_config(config: dict[str, str]) -> bytes:
+    return _json({"version": 1, "config": dict(config)})
+
+
+def decode_config(data: bytes | None) -> dict[str, str]:
+    return {str(k): str(v) for k, v in (_parse(data).get("config") or {}).items()}
+
+
+def encode_config_change(entity_type: str, entity_name: str) -> bytes:
+    return _json({"version": 2, "entity_path": f"{entity_type}/{entity_name}"})
+
+
+def decode_config_change(data: bytes) -> tuple[str, str] | None:
+    entity_type, sep, name = str(_parse(data).get("entity_path", "")).partition("/")
+    return (entity_type, name) if sep else None
+
+
+# -- /latest_producer_id_block ----------------------------------------------------------------------
+def encode_producer_id_block(broker_id: int, start: int, size: int) -> bytes:
+    return _json({"version": 1, "broker": broker_id, "block_start": str(start), "block_end": str(start + size - 1)})
+
+
+def next_producer_id_block_start(data: bytes | None) -> int:
+    payload = _parse(data)
+    return int(payload["block_end"]) + 1 if "block_end" in payload else 0
