@@ -357,6 +357,10 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if report.failed:
+        import clusterkit
+
+        for cluster in list(clusterkit.LIVE_CLUSTERS):
+            report.sections.append(("kbroker cluster logs", clusterkit.failure_report(cluster)))
         for b in list(_LIVE_BROKERS):
             state = "running" if b.alive() else f"exited ({b.proc.returncode if b.proc else 'never started'})"
             report.sections.append((f"kbroker {b.bootstrap} stderr tail [{state}] ({b.stderr_path})", b.log_tail()))

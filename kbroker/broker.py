@@ -146,7 +146,7 @@ class Broker:
         if self.metadata.topic(OFFSETS_TOPIC) is not None:
             return
         c = self.config
-        brokers = self.metadata.brokers()
+        brokers = await self._brokers_for_assignment()
         factor = c.get("offsets.topic.replication.factor")
         if not self.cluster:
             factor = min(factor, len(brokers))
@@ -170,6 +170,11 @@ class Broker:
         return self.group_coordinator
 
     # -- topic operations (validated here, applied through the metadata store) ---------------
+    async def _brokers_for_assignment(self):
+        if self.cluster:
+            return await self.metadata.registered_brokers()
+        return self.metadata.brokers()
+
     async def create_topic(self, name: str, *, num_partitions: int | None = None,
                            replication_factor: int | None = None, assignment: list[list[int]] | None = None,
                            configs: dict[str, str] | None = None, validate_only: bool = False,
@@ -180,7 +185,7 @@ class Broker:
         validate_topic_configs(configs)
         if self.metadata.topic(name) is not None:
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
-        brokers = self.metadata.brokers()
+        brokers = await self._brokers_for_assignment()
         if assignment is None:
             partitions = num_partitions if num_partitions is not None else self.config.get("num.partitions")
             factor = replication_factor if replication_factor is not None else self.config.get("default.replication.factor")
@@ -211,9 +216,10 @@ class Broker:
             raise InvalidPartitionsError(f"Topic currently has {current} partitions, {count} would not be an increase.")
         if count == current:
             raise InvalidPartitionsError(f"Topic already has {current} partitions.")
+        brokers = await self._brokers_for_assignment()
         if assignment is None:
-            assignment = assign_replicas(self.metadata.brokers(), count - current, len(info.assignment[0]), current)
-        validate_assignment(self.metadata.brokers(), info.assignment + assignment)
+            assignment = assign_replicas(brokers, count - current, len(info.assignment[0]), current)
+        validate_assignment(brokers, info.assignment + assignment)
         if not validate_only:
             await _resolved(self.metadata.add_partitions(name, assignment))
 

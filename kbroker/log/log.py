@@ -464,9 +464,9 @@ class Log:
         )
 
     def append_as_follower(self, buf: bytes | bytearray | memoryview, batches: Sequence[tuple[int, BatchHeader]]) -> LogAppendInfo:
-        """Append batches that already carry their offsets (replication): they must continue the
-        log exactly at log_end_offset, with contiguous offsets. Producer state is updated
-        without validation."""
+        """Append batches that already carry their offsets (replication): offsets only grow, from
+        log_end_offset on; gaps are allowed (a compacted leader log has them). Producer state is
+        updated without validation."""
         if not batches:
             raise ValueError("append needs at least one batch")
         total = self._check_sizes(buf, batches, check_message_size=False)
@@ -476,9 +476,10 @@ class Log:
         num_messages = 0
         psm = self.producer_state
         updates: dict[int, ProducerAppendInfo] = {}
+        first_offset = batches[0][1].base_offset
         for _pos, h in batches:
-            if h.base_offset != expected:
-                raise ValueError(f"follower append at offset {h.base_offset}, expected {expected}")
+            if h.base_offset < expected:
+                raise ValueError(f"follower append at offset {h.base_offset}, below {expected}")
             if h.producer_id >= 0:
                 info = updates.get(h.producer_id)
                 if info is None:
@@ -489,7 +490,6 @@ class Log:
                 offset_of_max_ts = h.base_offset + h.last_offset_delta
             num_messages += h.last_offset_delta + 1
             expected = h.base_offset + h.last_offset_delta + 1
-        first_offset = self.log_end_offset
         last_offset = expected - 1
         now = self._now_ms()
         cache = self.leader_epoch_cache

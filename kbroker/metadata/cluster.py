@@ -119,6 +119,19 @@ class ClusterMetadataStore:
     def brokers(self) -> list[BrokerInfo]:
         return sorted(self._brokers.values(), key=lambda b: b.node_id)
 
+    async def registered_brokers(self) -> list[BrokerInfo]:
+        """The brokers registered in ZooKeeper now (Kafka's AdminZkClient places replicas on
+        these, not on a cache that a broker just started may not have filled yet)."""
+        ids = await self.session.call(self.zk.children, zk.BROKER_IDS)
+        ids = sorted(int(i) for i in ids if i.isdigit())
+        results = await self.session.call(self.zk.get_many, [zk.broker_path(i) for i in ids])
+        out = []
+        for broker_id, result in zip(ids, results):
+            if result is not None:
+                reg = zk.decode_broker(broker_id, result[0])
+                out.append(BrokerInfo(reg.broker_id, reg.host, reg.port, reg.rack))
+        return out
+
     def broker(self, broker_id: int) -> BrokerInfo | None:
         return self._brokers.get(broker_id)
 

@@ -128,6 +128,7 @@ class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker: Broker | None = None
+        self.cluster_node = None  # ClusterNode, in a cluster
         self.listeners: list[trio.SocketListener] = []
         self._connections: set[_Connection] = set()
         self._shutting_down = False
@@ -241,7 +242,7 @@ class KafkaServer:
         node = None
         if session is not None:
             await self.broker.metadata.start(self.config.get("cluster.id"))
-            node = ClusterNode(self.broker, session)
+            node = self.cluster_node = ClusterNode(self.broker, session)
         self.broker.startup()
         try:
             async with trio.open_nursery() as background:
@@ -267,8 +268,6 @@ class KafkaServer:
                         await trio.sleep_forever()
                     finally:
                         with trio.CancelScope(shield=True):
-                            if node is not None:
-                                await node.controlled_shutdown()
                             await self._drain(listen_scope)
                 background.cancel_scope.cancel()
         finally:
@@ -277,6 +276,12 @@ class KafkaServer:
                 with trio.CancelScope(shield=True):
                     await node.close()
             logger.info("kbroker stopped")
+
+    async def prepare_shutdown(self) -> None:
+        """Before anything stops: in a cluster, a controlled shutdown while the controller, the
+        listeners and the fetchers still run (the controller moves our leaderships and tells us)."""
+        if self.cluster_node is not None:
+            await self.cluster_node.controlled_shutdown()
 
     async def _drain(self, listen_scope: trio.CancelScope) -> None:
         self._shutting_down = True
@@ -301,5 +306,6 @@ async def serve(config: BrokerConfig, *, task_status: Any = trio.TASK_STATUS_IGN
             task_status.started(server)
             async for signum in signals:
                 logger.info("received %s, shutting down", signal.Signals(signum).name)
+                await server.prepare_shutdown()
                 nursery.cancel_scope.cancel()
                 break

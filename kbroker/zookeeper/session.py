@@ -56,8 +56,17 @@ class ZkSession:
         token = self._token
         if token is None:
             return
+
+        def guarded() -> None:  # an exception escaping run_sync_soon would crash the whole trio run
+            try:
+                callback()
+            except RuntimeError as exc:  # e.g. a nursery already closed while shutting down
+                logger.debug("ZooKeeper callback after shutdown: %s", exc)
+            except Exception:
+                logger.exception("ZooKeeper callback failed")
+
         try:
-            token.run_sync_soon(callback)
+            token.run_sync_soon(guarded)
         except trio.RunFinishedError:
             pass
 

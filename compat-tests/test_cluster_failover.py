@@ -1,0 +1,181 @@
+"""Failures in a three-broker cluster (real ZooKeeper, real kbroker processes), each ending with the
+data check: every record an idempotent acks=all producer had acknowledged is read back exactly
+once, at its offset, in order per partition.
+
+- the partition leader is kill -9'ed and restarted five times under load; the restarted broker
+  catches up and rejoins the ISR;
+- the leader is paused (SIGSTOP) past its ZooKeeper session, a new leader takes over, the old one
+  resumes, steps down, truncates to the new leader's log and rejoins;
+- with two of three replicas gone acks=all is refused (NOT_ENOUGH_REPLICAS) while acks=1 works;
+  with the whole ISR gone and unclean election off the partition stays offline until an ISR
+  member returns, and nothing acknowledged is lost;
+- kill -9 of the controller: another broker takes over and topics can still be created;
+- SIGTERM does a controlled shutdown: leaderships move before the broker exits.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+import clusterkit as ck
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = ck.start_cluster(tmp_path / "cluster", 3)
+    yield c
+    ck.stop_cluster(c)
+
+
+def _isr_full(cluster, topic, partitions=3):
+    parts = ck.partitions(cluster, topic)
+    return len(parts) == partitions and all(len(p["isr"]) == 3 and p["leader"] >= 0 for p in parts.values())
+
+
+def test_leader_kill9_and_restart_five_times_loses_nothing(cluster):
+    ck.create_topic(cluster, "kills", 3, 3, {"min.insync.replicas": "2"})
+    producer = ck.AckedProducer(ck.live_bootstrap(cluster), "kills").start()
+    try:
+        for round_ in range(5):
+            ck.wait_for(lambda: producer.acked_count > 200 * (round_ + 1), 60, "acknowledgements before a kill")
+            victim = ck.leader_of(cluster, "kills", round_ % 3)
+            acked_before = producer.acked_count
+            cluster.brokers[victim].kill()
+            ck.wait_for(lambda: ck.leader_of(cluster, "kills", round_ % 3) not in (-1, victim), 30,
+                        f"a new leader after killing broker {victim}")
+            ck.wait_for(lambda: producer.acked_count > acked_before + 100, 60, "produce goes on after the kill")
+            cluster.brokers[victim].start()
+            ck.wait_for(lambda: _isr_full(cluster, "kills"), 60, f"broker {victim} back in every ISR")
+    finally:
+        producer.stop()
+    assert producer.failed == []
+    assert producer.acked_count > 1000
+    ck.check_exactly_once_in_order(producer.acked, ck.read_all(ck.live_bootstrap(cluster), "kills", 3))
+
+
+def test_paused_leader_steps_down_and_truncates(cluster):
+    ck.create_topic(cluster, "paused", 1, 3, {"min.insync.replicas": "2"})
+    # a paused broker never answers: the client only moves on when its request times out
+    producer = ck.AckedProducer(ck.live_bootstrap(cluster), "paused", **{
+        "socket.timeout.ms": 8000, "request.timeout.ms": 8000}).start()
+    try:
+        ck.wait_for(lambda: producer.acked_count > 300, 60, "acknowledgements before the pause")
+        old = ck.leader_of(cluster, "paused")
+        cluster.brokers[old].pause()
+        paused_at = time.monotonic()
+        ck.wait_for(lambda: ck.leader_of(cluster, "paused") not in (-1, old), ck.SESSION_MS / 1000 + 20,
+                    "a new leader while the old one is paused")
+        assert time.monotonic() - paused_at <= ck.SESSION_MS / 1000 + 10
+        new = ck.leader_of(cluster, "paused")
+        acked_before = producer.acked_count
+        ck.wait_for(lambda: producer.acked_count > acked_before + 300, 60, "produce through the new leader")
+        cluster.brokers[old].resume()
+        # asked of the new leader: the old one answers from a stale cache until the controller reaches it
+        ck.wait_for(lambda: old in ck.partitions(cluster, "paused", via=new)[0]["isr"], 60,
+                    f"broker {old} resumed, following and back in the ISR")
+        ck.wait_for(lambda: ck.partitions(cluster, "paused", via=old)[0]["leader"] == new, 30,
+                    f"broker {old} knows broker {new} leads")
+    finally:
+        producer.stop()
+    assert producer.failed == []
+    ck.check_exactly_once_in_order(producer.acked, ck.read_all(ck.live_bootstrap(cluster), "paused", 1))
+    # the old leader's copy now equals the leader's: lead with it alone and read everything again
+    for broker_id in (1, 2, 3):
+        if broker_id != old:
+            cluster.brokers[broker_id].stop()
+    ck.wait_for(lambda: ck.leader_of(cluster, "paused") == old, 40, f"broker {old} leads after the others stopped")
+    read = ck.read_all(cluster.brokers[old].address, "paused", 1)
+    ck.check_exactly_once_in_order(producer.acked, read)
+    assert new != old
+
+
+def test_min_insync_replicas_and_an_offline_partition(cluster):
+    from confluent_kafka import KafkaError, Producer
+
+    ck.create_topic(cluster, "minisr", 1, 3, {"min.insync.replicas": "2"})
+    leader = ck.leader_of(cluster, "minisr")
+    followers = [b for b in (1, 2, 3) if b != leader]
+    acked = ck.AckedProducer(cluster.brokers[leader].address, "minisr")
+    for i in range(50):
+        acked.producer.produce("minisr", value=f"before-{i}".encode(), on_delivery=acked._delivered)
+    acked.producer.flush(30)
+    assert acked.acked_count == 50 and not acked.failed
+    for b in followers:
+        cluster.brokers[b].kill()
+    ck.wait_for(lambda: ck.partitions(cluster, "minisr")[0]["isr"] == [leader], ck.SESSION_MS / 1000 + 20,
+                "the ISR shrunk to the leader alone")
+
+    def send(acks: str):
+        errors = []
+        p = Producer({"bootstrap.servers": cluster.brokers[leader].address, "acks": acks, "retries": 0,
+                      "message.timeout.ms": 5000, "enable.idempotence": False})
+        p.produce("minisr", value=b"x", on_delivery=lambda err, msg: errors.append(err))
+        p.flush(20)
+        return errors
+
+    assert [e.code() for e in send("all")] == [KafkaError.NOT_ENOUGH_REPLICAS]
+    assert send("1") == [None]
+    # the whole ISR gone, unclean election off: the partition is offline, not led by a stale replica
+    cluster.brokers[leader].kill()
+    cluster.brokers[followers[0]].start()
+    ck.wait_for(lambda: ck.partitions(cluster, "minisr").get(0, {}).get("leader") == -1, 30,
+                "the partition offline with its whole ISR gone")
+    time.sleep(2)  # a stale replica must not be elected, however long we wait
+    assert ck.partitions(cluster, "minisr")[0]["leader"] == -1
+    cluster.brokers[leader].start()
+    ck.wait_for(lambda: ck.leader_of(cluster, "minisr") == leader, 30, "the last ISR member leads again")
+    read = ck.read_all(ck.live_bootstrap(cluster), "minisr", 1)
+    ck.check_exactly_once_in_order(acked.acked, read)
+    assert [v for _, v in read[0]][-1] == b"x"  # the acks=1 record survived too: its leader came back
+
+
+def test_controller_kill9_a_new_controller_and_topics_still_created(cluster):
+    from kbroker.admin.client import AdminClient
+
+    def controller_id(via):
+        with AdminClient(cluster.brokers[via].address, timeout=5) as admin:
+            return admin._any().call(60, {"include_cluster_authorized_operations": False}, version=1).controller_id
+
+    ck.create_topic(cluster, "before", 3, 3)
+    old = controller_id(1)
+    assert old in (1, 2, 3)
+    killed_at = time.monotonic()
+    cluster.brokers[old].kill()
+    others = [b for b in (1, 2, 3) if b != old]
+    new = ck.wait_for(lambda: (lambda c: c if c not in (-1, old) else None)(controller_id(others[0])),
+                      ck.SESSION_MS / 1000 + 10, "a new controller")
+    assert time.monotonic() - killed_at <= ck.SESSION_MS / 1000 + 5
+    assert controller_id(others[1]) == new
+    with AdminClient(",".join(cluster.brokers[b].address for b in others), timeout=30) as admin:
+        admin.create_topic("after", partitions=4, replication_factor=2)
+    ck.wait_for(lambda: len(ck.partitions(cluster, "after")) == 4 and all(
+        p["leader"] in others for p in ck.partitions(cluster, "after").values()), 20, "the new topic online")
+    ck.wait_for(lambda: all(p["leader"] in others for p in ck.partitions(cluster, "before").values()), 20,
+                "every partition led by a live broker")
+
+
+def test_controlled_shutdown_moves_leaders_before_exit(cluster):
+    ck.create_topic(cluster, "handover", 6, 3, {"min.insync.replicas": "2"})
+    producer = ck.AckedProducer(ck.live_bootstrap(cluster), "handover").start()
+    try:
+        ck.wait_for(lambda: producer.acked_count > 500, 60, "acknowledgements before the shutdown")
+        led = [p for p, s in ck.partitions(cluster, "handover").items() if s["leader"] == 2]
+        assert led, "broker 2 leads some partitions"
+        broker = cluster.brokers[2]
+        broker.proc.terminate()
+        assert broker.proc.wait(60) == 0
+        controller_logs = "".join(b.log_tail(200000) for i, b in cluster.brokers.items() if i != 2)
+        assert "controlled shutdown of broker 2 moved" in controller_logs and ", 0 remain" in controller_logs
+        assert "controlled shutdown complete" in broker.log_tail(20000)
+        parts = ck.partitions(cluster, "handover")
+        assert all(parts[p]["leader"] in (1, 3) for p in led), parts
+        acked_before = producer.acked_count
+        ck.wait_for(lambda: producer.acked_count > acked_before + 300, 60, "produce goes on")
+    finally:
+        producer.stop()
+    assert producer.failed == []
+    ck.check_exactly_once_in_order(producer.acked, ck.read_all(ck.live_bootstrap(cluster), "handover", 6))

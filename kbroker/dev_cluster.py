@@ -1,0 +1,349 @@
+"""`kbroker dev-cluster`: a ZooKeeper-mode cluster on this machine, for development.
+
+    kbroker dev-cluster --brokers 3 [--zookeeper HOST:PORT] [--dir ./kbroker-cluster] [--override key=value ...]
+
+Starts a ZooKeeper server (Debian's `zookeeper` package), or uses an existing one with
+`--zookeeper`, and N brokers (ids 1..N) on 127.0.0.1: broker i keeps its data and log in
+`<dir>/broker-i/`, the cluster lives under the chroot `/kbroker`, and the internal topics are
+replicated min(3, N) times. It prints every process with its PID, the bootstrap list on one line
+(`bootstrap: host:port,...`) and where the logs are, then runs until Ctrl-C, SIGTERM or SIGHUP:
+the brokers are sent SIGTERM (a controlled shutdown, killed after 30 s), then ZooKeeper is stopped.
+
+Exit status: 0 after a clean stop; 1 when a broker exited on its own or had to be killed; 2 when
+the cluster could not start (ZooKeeper missing or unreachable, a broker failing to start, bad
+options), after stopping whatever it had started. Every process is started and stopped by PID
+(`kbroker.cluster_runner`); nothing else on the machine is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from kbroker.cluster_runner import ClusterError, LocalCluster, ZooKeeperServer, zookeeper_classpath
+
+PROG = "kbroker dev-cluster"
+DEFAULT_DIR = Path("kbroker-cluster")
+# set by the runner for each broker: one value for all would break the cluster
+RESERVED = ("broker.id", "zookeeper.connect", "listeners", "advertised.listeners", "log.dir", "log.dirs")
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def add_dev_cluster_command(sub: Any) -> None:
+    """Add `dev-cluster` to the `kbroker` subcommands."""
+    cmd = sub.add_parser(
+        "dev-cluster", help="run a local ZooKeeper-mode cluster (ZooKeeper and N brokers on 127.0.0.1) until Ctrl-C",
+        description="Start ZooKeeper (or use --zookeeper) and N brokers on 127.0.0.1, print the bootstrap list, "
+                    "and stop everything on Ctrl-C or SIGTERM.")
+    cmd.add_argument("--brokers", type=int, required=True, metavar="N", help="number of brokers (ids 1..N)")
+    cmd.add_argument("--zookeeper", metavar="HOST:PORT",
+                     help="an existing ZooKeeper to use (the cluster goes under /kbroker) instead of starting one")
+    cmd.add_argument("--dir", type=Path, default=DEFAULT_DIR, metavar="DIR",
+                     help=f"where data and logs go: DIR/broker-i/, DIR/zookeeper/ (default ./{DEFAULT_DIR})")
+    cmd.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                     help="a broker config for every broker (repeatable)")
+
+
+class _Stop(BaseException):
+    """A stop signal arrived (a BaseException, so no `except Exception` on the way swallows it)."""
+
+
+class _Signals:
+    """SIGINT/SIGTERM/SIGHUP raise `_Stop` once; later ones, while stopping, only say so."""
+
+    def __init__(self) -> None:
+        self.stopping = False
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        for signum in _SIGNALS:
+            self._previous[signum] = signal.signal(signum, self._handle)
+
+    def restore(self) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.stopping:
+            print(f"{PROG}: still stopping (brokers get 30 s for a controlled shutdown)", file=sys.stderr, flush=True)
+            return
+        self.stopping = True
+        raise _Stop(signum)
+
+
+def _fail(message: str) -> int:
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+    return 2
+
+
+def _parse_overrides(items: list[str]) -> dict[str, str] | str:
+    """The overrides as a dict, or the reason they are refused."""
+    from kbroker.config import BrokerConfig
+    from kbroker.errors import KafkaError
+
+    overrides: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            return f"--override needs key=value, got {item!r}"
+        if key in RESERVED:
+            return f"--override {key} is not allowed: dev-cluster sets it for each broker"
+        overrides[key] = value
+    try:
+        config = BrokerConfig.from_dict(overrides)
+    except KafkaError as exc:
+        return str(exc)
+    for key in config.unknown:
+        print(f"{PROG}: warning: unknown config {key} (the brokers ignore it)", file=sys.stderr)
+    return overrides
+
+
+def _zookeeper_reachable(connect: str) -> str | None:
+    """None if something listens at the first HOST:PORT of `connect`, else why not."""
+    first = connect.split(",")[0].split("/")[0]
+    host, sep, port = first.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return f"--zookeeper needs HOST:PORT, got {connect!r}"
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=5):
+            return None
+    except OSError as exc:
+        return f"cannot reach ZooKeeper at {first} ({exc.strerror or exc})"
+
+
+def _lock(base: Path):
+    """Hold `base/dev-cluster.lock` for the run: two clusters on one directory would share data."""
+    import fcntl
+
+    handle = (base / "dev-cluster.lock").open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return None
+    return handle
+
+
+def _last_line(path: Path | None) -> str:
+    """The last non-empty line of a log (a broker's one-line start-up error is its last words)."""
+    try:
+        with open(path, "rb") as f:  # type: ignore[arg-type]
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 8192))
+            text = f.read().decode(errors="replace")
+    except (OSError, TypeError):
+        return ""
+    # a traceback inside an exception group is framed: "  | Error: ...", "  +------"
+    lines = [line.strip().lstrip("|").strip() for line in text.splitlines()]
+    lines = [line for line in lines if line.strip("+-")]
+    line = lines[-1] if lines else ""
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def _start_error(exc: ClusterError, cluster: LocalCluster, zk_log: Path) -> str:
+    """One line for a start-up failure: what failed, its last words, where its log is."""
+    summary = str(exc).split(": ", 1)[0].split("\n", 1)[0]
+    match = re.match(r"broker (\d+) ", summary)
+    if match and int(match.group(1)) in cluster.brokers:
+        broker = cluster.brokers[int(match.group(1))]
+        detail = _last_line(broker.log_path)
+        return f"{summary} during start-up{': ' + detail if detail else ''} (log: {broker.log_path})"
+    if summary.startswith("ZooKeeper"):
+        return f"{summary} (log: {zk_log})"
+    return summary
+
+
+def _children() -> list[int]:
+    """Live processes whose parent is this one (Linux); [] where /proc is not available."""
+    me, found = os.getpid(), []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()  # after "pid (comm) "
+        if len(fields) > 1 and fields[0] != "Z" and int(fields[1]) == me:
+            found.append(int(entry))
+    return found
+
+
+def _reap_strays() -> None:
+    """A process this one started but lost track of (a signal landing inside a process start):
+    stop it by PID like the others."""
+    strays = _children()
+    for pid in strays:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 10
+    for pid in strays:
+        while time.monotonic() < deadline:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    break
+            except ChildProcessError:
+                break
+            time.sleep(0.1)
+        else:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+
+
+def _stop(cluster: LocalCluster, grace_s: float = 30.0) -> list[str]:
+    """SIGTERM to every broker at once (each hands its leaderships over: a controlled shutdown),
+    SIGKILL to those still running after `grace_s`, then ZooKeeper; the brokers that did not stop
+    cleanly, as messages. One SIGTERM each: a broker takes a second one, arriving while it shuts
+    down, as a reason to die by the signal once it is done."""
+    running = [b for b in cluster.brokers.values() if b.running]
+    for broker in running:
+        broker.resume()  # a paused process cannot act on SIGTERM
+        broker.proc.terminate()
+    deadline = time.monotonic() + grace_s
+    killed: set[int] = set()
+    for broker in running:
+        try:
+            broker.proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            broker.proc.kill()
+            broker.proc.wait(10)
+            killed.add(broker.broker_id)
+    problems = []
+    for broker_id, broker in cluster.brokers.items():
+        if broker_id in killed:
+            problems.append(f"broker {broker_id} did not stop within {grace_s:g} s and was killed")
+        elif broker.proc is not None and broker.proc.returncode != 0:
+            when = "" if any(b is broker for b in running) else " before the stop"
+            problems.append(f"broker {broker_id} exited with status {broker.proc.returncode}{when} "
+                            f"(log: {broker.log_path})")
+    if cluster.zookeeper is not None:
+        cluster.zookeeper.stop()
+    _reap_strays()
+    return problems
+
+
+def _describe(cluster: LocalCluster, base: Path) -> None:
+    for broker_id, broker in cluster.brokers.items():
+        print(f"broker {broker_id}: {broker.address} (pid {broker.proc.pid}), data: {broker.data_dir / 'data'}, "
+              f"log: {broker.log_path}")
+    print(f"bootstrap: {cluster.bootstrap}")
+    logs = [str(base / "broker-*" / "broker.log")]
+    if cluster.zookeeper is not None:
+        logs.append(str(cluster.zookeeper.log_path))
+    print(f"logs: {', '.join(logs)}")
+    factor = min(3, len(cluster.brokers))
+    print(f"{PROG}: {len(cluster.brokers)} brokers running (internal topics replicated {factor} "
+          f"time{'s' if factor > 1 else ''}); Ctrl-C stops the cluster", flush=True)
+
+
+def _watch(cluster: LocalCluster) -> None:
+    """Until a stop signal: report processes that exit on their own (they are not restarted)."""
+    reported: set[str] = set()
+    while True:
+        time.sleep(1.0)
+        for broker_id, broker in cluster.brokers.items():
+            name = f"broker {broker_id}"
+            if not broker.running and name not in reported:
+                reported.add(name)
+                print(f"{PROG}: {name} exited with status {broker.proc.returncode}: "
+                      f"{_last_line(broker.log_path)} (log: {broker.log_path})", file=sys.stderr, flush=True)
+        zk = cluster.zookeeper
+        if zk is not None and zk.proc is not None and zk.proc.poll() is not None and "zookeeper" not in reported:
+            reported.add("zookeeper")
+            print(f"{PROG}: ZooKeeper exited with status {zk.proc.returncode} (log: {zk.log_path})",
+                  file=sys.stderr, flush=True)
+
+
+def run_dev_cluster(args: argparse.Namespace) -> int:
+    if args.brokers < 1:
+        return _fail(f"--brokers must be at least 1, got {args.brokers}")
+    overrides = _parse_overrides(args.override)
+    if isinstance(overrides, str):
+        return _fail(overrides)
+    if args.zookeeper is None:
+        if zookeeper_classpath() is None:
+            return _fail("ZooKeeper is not installed (Debian: apt-get install zookeeper) or java is missing; "
+                         "or pass --zookeeper HOST:PORT")
+    else:
+        problem = _zookeeper_reachable(args.zookeeper)
+        if problem is not None:
+            return _fail(problem)
+    base = args.dir.resolve()
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        lock = _lock(base)
+    except OSError as exc:
+        return _fail(f"cannot use {base}: {exc.strerror or exc}")
+    if lock is None:
+        return _fail(f"{base} is in use by another dev-cluster")
+
+    cluster = LocalCluster(base, args.brokers, overrides=overrides, zookeeper_connect=args.zookeeper)
+    zk_log = base / "zookeeper" / "zookeeper.log"
+    signals = _Signals()
+    signals.install()
+    started = False
+    try:
+        try:
+            if args.zookeeper is None:
+                print(f"{PROG}: starting ZooKeeper and {args.brokers} brokers in {base}", flush=True)
+                # registered before it starts, so a stop during its start-up stops it too
+                cluster.zookeeper = ZooKeeperServer(base / "zookeeper")
+                cluster.zookeeper.start()
+                cluster.zookeeper_connect = cluster.zookeeper.connect
+                print(f"zookeeper: {cluster.zookeeper.connect} (pid {cluster.zookeeper.proc.pid}), "
+                      f"log: {cluster.zookeeper.log_path}", flush=True)
+            else:
+                print(f"{PROG}: starting {args.brokers} brokers in {base}", flush=True)
+                print(f"zookeeper: {args.zookeeper} (not started here)", flush=True)
+            cluster.start()
+        except (ClusterError, OSError) as exc:
+            signals.stopping = True
+            _stop(cluster)
+            _reap_strays()
+            if isinstance(exc, ClusterError):
+                return _fail(_start_error(exc, cluster, zk_log))
+            return _fail(f"cannot start the cluster: {exc}")
+        started = True
+        print(f"zookeeper chroot: {cluster.chroot}", flush=True)
+        _describe(cluster, base)
+        _watch(cluster)
+        return 0  # not reached: _watch ends with a stop signal
+    except _Stop:
+        signals.stopping = True
+        if not started:  # interrupted while starting: whatever started is stopped, statuses do not matter
+            _stop(cluster)
+            print(f"{PROG}: interrupted during start-up; stopped", flush=True)
+            return 0
+        print(f"{PROG}: stopping {len(cluster.brokers)} brokers (controlled shutdown), then ZooKeeper", flush=True)
+        problems = _stop(cluster)
+        for problem in problems:
+            print(f"{PROG}: {problem}", file=sys.stderr)
+        print(f"{PROG}: stopped", flush=True)
+        return 1 if problems else 0
+    finally:
+        signals.stopping = True
+        if any(b.running for b in cluster.brokers.values()) or (
+                cluster.zookeeper is not None and cluster.zookeeper.proc is not None
+                and cluster.zookeeper.proc.poll() is None):
+            _stop(cluster)  # an unexpected error: never leave processes behind
+        _reap_strays()
+        signals.restore()
+        lock.close()
