@@ -139,3 +139,31 @@ def test_partitions_added_and_topic_deleted_cluster_wide(cluster):
         ck.wait_for(lambda: [p for p in (broker.data_dir / "data").glob("grows-*") if not p.name.endswith("-delete")]
                     == [] and len(list((broker.data_dir / "data").glob("grows-*-delete"))) == 5, 20,
                     f"grows' logs marked for deletion on broker {broker.broker_id}")
+
+
+def test_producer_ids_are_unique_across_the_cluster(cluster):
+    ids = []
+    for broker in cluster.brokers.values():
+        with AdminClient(broker.address, timeout=10) as admin:
+            for _ in range(3):
+                body = admin._any().call(22, {"transactional_id": None, "transaction_timeout": 60000,
+                                              "producer_id": -1, "producer_epoch": -1}, version=4)
+                assert body.error_code == 0
+                ids.append(body.producer_id)
+    assert len(set(ids)) == len(ids) == 9
+
+
+def test_topic_config_changed_through_one_broker_is_seen_by_all(cluster):
+    ck.create_topic(cluster, "configured", 1, 3)
+    with AdminClient(cluster.brokers[1].address, timeout=30) as admin:
+        admin.alter_topic_configs("configured", {"retention.ms": "123456"}, [])
+
+    def seen_everywhere():
+        for broker in cluster.brokers.values():
+            with AdminClient(broker.address, timeout=10) as admin:
+                configs = {c.name: c.value for c in admin.describe_topic_configs(["configured"])["configured"]}
+                if configs.get("retention.ms") != "123456":
+                    return False
+        return True
+
+    ck.wait_for(seen_everywhere, 20, "the new retention.ms on every broker")

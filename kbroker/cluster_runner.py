@@ -250,13 +250,19 @@ class LocalCluster:
         self.brokers[broker_id] = broker
         return broker.start(wait=wait)
 
-    def stop(self) -> None:
-        for broker in self.brokers.values():
+    def stop(self, grace_s: float = 30.0) -> None:
+        """One SIGTERM to every broker at once (each does a controlled shutdown), SIGKILL for any
+        still running after `grace_s`, then ZooKeeper."""
+        running = [b for b in self.brokers.values() if b.running]
+        for broker in running:
             broker.resume()
-        for broker in self.brokers.values():
-            if broker.running:
-                broker.proc.terminate()
-        for broker in self.brokers.values():
-            broker.stop(30)
+            broker.proc.terminate()
+        deadline = time.monotonic() + grace_s
+        for broker in running:
+            try:
+                broker.proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                broker.proc.kill()
+                broker.proc.wait(10)
         if self.zookeeper is not None:
             self.zookeeper.stop()

@@ -73,10 +73,15 @@ class _Signals:
 
     def _handle(self, signum: int, _frame: Any) -> None:
         if self.stopping:
-            print(f"{PROG}: still stopping (brokers get 30 s for a controlled shutdown)", file=sys.stderr, flush=True)
+            # os.write: print() here could re-enter a print the signal interrupted
+            os.write(2, f"{PROG}: still stopping (brokers get 30 s for a controlled shutdown)\n".encode())
             return
         self.stopping = True
         raise _Stop(signum)
+
+
+def _brokers(n: int) -> str:
+    return f"{n} broker{'s' if n != 1 else ''}"
 
 
 def _fail(message: str) -> int:
@@ -250,7 +255,7 @@ def _describe(cluster: LocalCluster, base: Path) -> None:
         logs.append(str(cluster.zookeeper.log_path))
     print(f"logs: {', '.join(logs)}")
     factor = min(3, len(cluster.brokers))
-    print(f"{PROG}: {len(cluster.brokers)} brokers running (internal topics replicated {factor} "
+    print(f"{PROG}: {_brokers(len(cluster.brokers))} running (internal topics replicated {factor} "
           f"time{'s' if factor > 1 else ''}); Ctrl-C stops the cluster", flush=True)
 
 
@@ -303,7 +308,7 @@ def run_dev_cluster(args: argparse.Namespace) -> int:
     try:
         try:
             if args.zookeeper is None:
-                print(f"{PROG}: starting ZooKeeper and {args.brokers} brokers in {base}", flush=True)
+                print(f"{PROG}: starting ZooKeeper and {_brokers(args.brokers)} in {base}", flush=True)
                 # registered before it starts, so a stop during its start-up stops it too
                 cluster.zookeeper = ZooKeeperServer(base / "zookeeper")
                 cluster.zookeeper.start()
@@ -311,7 +316,7 @@ def run_dev_cluster(args: argparse.Namespace) -> int:
                 print(f"zookeeper: {cluster.zookeeper.connect} (pid {cluster.zookeeper.proc.pid}), "
                       f"log: {cluster.zookeeper.log_path}", flush=True)
             else:
-                print(f"{PROG}: starting {args.brokers} brokers in {base}", flush=True)
+                print(f"{PROG}: starting {_brokers(args.brokers)} in {base}", flush=True)
                 print(f"zookeeper: {args.zookeeper} (not started here)", flush=True)
             cluster.start()
         except (ClusterError, OSError) as exc:
@@ -332,7 +337,8 @@ def run_dev_cluster(args: argparse.Namespace) -> int:
             _stop(cluster)
             print(f"{PROG}: interrupted during start-up; stopped", flush=True)
             return 0
-        print(f"{PROG}: stopping {len(cluster.brokers)} brokers (controlled shutdown), then ZooKeeper", flush=True)
+        then = ", then ZooKeeper" if cluster.zookeeper is not None else ""
+        print(f"{PROG}: stopping {_brokers(len(cluster.brokers))} (controlled shutdown){then}", flush=True)
         problems = _stop(cluster)
         for problem in problems:
             print(f"{PROG}: {problem}", file=sys.stderr)

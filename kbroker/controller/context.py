@@ -91,7 +91,7 @@ def elect_after_failure(state: LeaderAndIsr, assignment: list[int], live: set[in
     """
     isr = tuple(r for r in state.isr if r in live)
     leader = state.leader
-    if leader not in live or leader not in electable:
+    if leader not in live:  # a live leader keeps leading, even one in a controlled shutdown
         candidate = offline_partition_leader(assignment, isr, electable, False)
         if candidate is None and unclean:
             candidate = offline_partition_leader(assignment, (), electable, True)
@@ -134,3 +134,28 @@ def elect_on_broker_return(state: LeaderAndIsr | None, assignment: list[int], li
         return None
     isr = tuple(r for r in state.isr if r in live) if leader in state.isr else (leader,)
     return LeaderAndIsr(leader, state.leader_epoch + 1, isr or (leader,), controller_epoch, state.partition_epoch)
+
+
+def preferred_leader_elections(ctx: ControllerContext, imbalance_percentage: int) -> dict[TopicPartition, LeaderAndIsr]:
+    """Kafka's auto leader rebalance: for every broker whose share of partitions it prefers but does
+    not lead is above `imbalance_percentage`, give those partitions back to it where it is alive,
+    in the ISR and not shutting down."""
+    preferred_of: dict[int, list[TopicPartition]] = {}
+    for tp in ctx.states:
+        replicas = ctx.replicas(tp)
+        if replicas:
+            preferred_of.setdefault(replicas[0], []).append(tp)
+    electable = ctx.electable()
+    planned = {}
+    for broker_id, tps in preferred_of.items():
+        if broker_id not in electable:
+            continue
+        not_led = [tp for tp in tps if ctx.states[tp].leader != broker_id]
+        if not tps or len(not_led) * 100 <= imbalance_percentage * len(tps):
+            continue
+        for tp in not_led:
+            state = ctx.states[tp]
+            if broker_id in state.isr:
+                planned[tp] = LeaderAndIsr(broker_id, state.leader_epoch + 1, state.isr, ctx.epoch,
+                                           state.partition_epoch)
+    return planned

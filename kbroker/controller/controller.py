@@ -25,6 +25,7 @@ from kbroker.controller.context import (
     elect_for_controlled_shutdown,
     elect_on_broker_return,
     new_partition_state,
+    preferred_leader_elections,
 )
 from kbroker.errors import ErrorCode
 from kbroker.zookeeper import znodes as zk
@@ -50,12 +51,16 @@ class _BrokerQueue:
 
 class KafkaController:
     def __init__(self, broker_id: int, session: ZkSession, send_request: SendRequest, *,
-                 unclean_leader_election: Callable[[str], bool]) -> None:
+                 unclean_leader_election: Callable[[str], bool], auto_leader_rebalance: bool = True,
+                 imbalance_check_interval_s: float = 300.0, imbalance_percentage: int = 10) -> None:
         self.broker_id = broker_id
         self.session = session
         self.zk = session.client
         self.send_request = send_request
         self.unclean = unclean_leader_election
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.imbalance_check_interval_s = imbalance_check_interval_s
+        self.imbalance_percentage = imbalance_percentage
         self.ctx: ControllerContext | None = None
         self.active_controller_id = -1
         self.on_controller_change: Callable[[int], None] = lambda _id: None
@@ -108,6 +113,8 @@ class KafkaController:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._enqueue("elect")
+            if self.auto_leader_rebalance:
+                nursery.start_soon(self._rebalance_timer)
             task_status.started()
             async for event in self._events:
                 if isinstance(event, str):
@@ -122,6 +129,20 @@ class KafkaController:
                         box.append(exc)
                     done.set()
 
+    async def _rebalance_timer(self) -> None:
+        while True:
+            await trio.sleep(self.imbalance_check_interval_s)
+            if self.is_active:
+                self._enqueue("rebalance")
+
+    async def _rebalance_leaders(self) -> None:
+        """Leadership back to preferred replicas (auto.leader.rebalance.enable)."""
+        planned = preferred_leader_elections(self._ctx(), self.imbalance_percentage)
+        changed = await self._write_states(planned)
+        if changed:
+            logger.info("controller: %d partitions led by their preferred replica again", len(changed))
+        self._announce(changed)
+
     async def _handle_key(self, key: str) -> None:
         handlers = {
             "elect": self._elect,
@@ -131,6 +152,7 @@ class KafkaController:
             "partitions": self._on_partition_modification,
             "deletions": self._on_topic_deletion,
             "controller_check": self._check_still_controller,
+            "rebalance": self._rebalance_leaders,
         }
         if key not in ("elect", "resign", "controller_check") and not self.is_active:
             return

@@ -91,18 +91,58 @@ class MetadataStore(Protocol):
 
 def assign_replicas(brokers: list[BrokerInfo], num_partitions: int, replication_factor: int,
                     start_partition: int = 0) -> list[list[int]]:
-    """Round-robin replica placement (Kafka's rack-unaware assignment, without the random start)."""
+    """Round-robin replica placement (Kafka's, without the random start): partition p's replicas
+    start at broker p and follow on. When brokers have racks (`broker.rack`), the broker list
+    alternates racks and each partition's replicas go to as many different racks as there are,
+    as Kafka's rack-aware assignment does."""
     if num_partitions <= 0:
         raise InvalidPartitionsError("Number of partitions must be larger than 0.")
     if replication_factor <= 0:
         raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-    ids = sorted(b.node_id for b in brokers)
-    if replication_factor > len(ids):
+    if replication_factor > len(brokers):
         raise InvalidReplicationFactorError(
-            f"Replication factor: {replication_factor} larger than available brokers: {len(ids)}."
+            f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}."
         )
-    return [[ids[(p + r) % len(ids)] for r in range(replication_factor)]
-            for p in range(start_partition, start_partition + num_partitions)]
+    racks = {b.node_id: b.rack for b in brokers}
+    if not any(racks.values()):
+        ids = sorted(racks)
+        return [[ids[(p + r) % len(ids)] for r in range(replication_factor)]
+                for p in range(start_partition, start_partition + num_partitions)]
+    ordered = _rack_alternated(brokers)
+    rack_count = len(set(racks.values()))
+    out = []
+    for p in range(start_partition, start_partition + num_partitions):
+        first = p % len(ordered)
+        chosen = [ordered[first]]
+        used_racks = {racks[ordered[first]]}
+        i = first
+        while len(chosen) < replication_factor:
+            i = (i + 1) % len(ordered)
+            candidate = ordered[i]
+            if candidate in chosen:
+                continue
+            if racks[candidate] in used_racks and len(used_racks) < rack_count:
+                if i == first:  # went all the way round: take any broker not chosen yet
+                    used_racks = set()
+                continue
+            chosen.append(candidate)
+            used_racks.add(racks[candidate])
+        out.append(chosen)
+    return out
+
+
+def _rack_alternated(brokers: list[BrokerInfo]) -> list[int]:
+    """Brokers ordered rack by rack in turn (Kafka's getRackAlternatedBrokerList)."""
+    by_rack: dict[str, list[int]] = {}
+    for b in sorted(brokers, key=lambda b: b.node_id):
+        by_rack.setdefault(b.rack or "", []).append(b.node_id)
+    queues = [by_rack[r] for r in sorted(by_rack)]
+    out = []
+    while any(queues):
+        for q in queues:
+            if q:
+                out.append(q.pop(0))
+    return out
 
 
 def validate_assignment(brokers: list[BrokerInfo], assignment: list[list[int]]) -> None:

@@ -121,12 +121,12 @@ class _LeaderFetcher:
                 if p.error_code != ErrorCode.none:
                     state.delayed_until = trio.current_time() + self.manager.backoff_s
                     continue
-                offset = truncation_offset(partition.log, p.leader_epoch, p.end_offset)
+                offset, complete = truncation_offset(partition.log, p.leader_epoch, p.end_offset)
                 if offset < partition.log.log_end_offset:
                     logger.info("%s: truncating from %d to %d (leader %d epoch %d ends at %d)", tp,
                                 partition.log.log_end_offset, offset, self.leader_id, p.leader_epoch, p.end_offset)
                     partition.log.truncate_to(offset)
-                state.truncating = False
+                state.truncating = not complete  # ask again with our new latest epoch
 
     async def _fetch(self, parts: dict) -> None:
         m = self.manager
@@ -198,18 +198,20 @@ class _LeaderFetcher:
             self.partitions[tp].truncating = True
 
 
-def truncation_offset(log, leader_epoch: int, leader_end_offset: int) -> int:
-    """Where a follower's log stops agreeing with its leader's (Kafka's getTruncationOffset)."""
-    if leader_epoch == UNDEFINED_EPOCH or leader_end_offset < 0:
-        return min(log.high_watermark, log.log_end_offset)
-    ours = log.leader_epoch_cache.latest_epoch
-    if leader_epoch == ours:
-        return min(leader_end_offset, log.log_end_offset)
-    # the leader knows an older epoch as its latest at or below ours: our end of that epoch counts
-    _epoch, our_end = log.end_offset_for_epoch(leader_epoch)
+def truncation_offset(log, leader_epoch: int, leader_end_offset: int) -> tuple[int, bool]:
+    """Where a follower's log stops agreeing with its leader's, and whether that is final (Kafka's
+    getOffsetTruncationState): when the follower does not know the epoch the leader answered with,
+    it truncates to the end of its own largest epoch below it and asks again."""
+    if leader_end_offset < 0:
+        return min(log.high_watermark, log.log_end_offset), True
+    if leader_epoch == UNDEFINED_EPOCH:
+        return min(leader_end_offset, log.log_end_offset), True
+    our_epoch, our_end = log.end_offset_for_epoch(leader_epoch)
     if our_end < 0:
-        return min(log.high_watermark, log.log_end_offset)
-    return min(leader_end_offset, our_end, log.log_end_offset)
+        return min(log.high_watermark, log.log_end_offset), True
+    if our_epoch != leader_epoch:
+        return min(our_end, log.log_end_offset), False
+    return min(leader_end_offset, our_end, log.log_end_offset), True
 
 
 class ReplicaFetcherManager:

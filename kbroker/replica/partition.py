@@ -183,7 +183,9 @@ class Partition:
         """The ISR without followers that have not caught up for `lag_max_ms`."""
         if not self.is_leader or self.pending_isr is not None:
             return None
+        end = self.log.log_end_offset
         out = [r for r in self.isr if r != self.node_id and r in self.followers
+               and self.followers[r].log_end_offset != end  # at our end it is in sync, however idle
                and now_ms - self.followers[r].last_caught_up_ms > lag_max_ms]
         if not out:
             return None

@@ -53,8 +53,12 @@ class ClusterNode:
         self._channels: dict[tuple[int, str, int], BrokerChannel] = {}
         self._session_lost = False
         self._nursery: trio.Nursery | None = None
-        self.controller = KafkaController(self.node_id, session, self._send_request,
-                                          unclean_leader_election=self._unclean)
+        c = self.config
+        self.controller = KafkaController(
+            self.node_id, session, self._send_request, unclean_leader_election=self._unclean,
+            auto_leader_rebalance=c.get("auto.leader.rebalance.enable"),
+            imbalance_check_interval_s=c.get("leader.imbalance.check.interval.seconds"),
+            imbalance_percentage=c.get("leader.imbalance.per.broker.percentage"))
 
     def _unclean(self, topic: str) -> bool:
         info = self.broker.metadata.topic(topic)

@@ -300,6 +300,17 @@ class KafkaServer:
 async def serve(config: BrokerConfig, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     """Run a broker until cancelled or SIGINT/SIGTERM; `task_status.started(server)` once serving."""
     server = KafkaServer(config)
+    # trio re-delivers signals still queued when its receiver closes, to the handlers it found: with
+    # these, a second Ctrl-C or SIGTERM during the shutdown is ignored instead of killing the process
+    originals = {s: signal.signal(s, lambda *_: None) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        await _serve_until_signal(server, task_status)
+    finally:
+        for signum, handler in originals.items():
+            signal.signal(signum, handler)
+
+
+async def _serve_until_signal(server: "KafkaServer", task_status: Any) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(server.run)

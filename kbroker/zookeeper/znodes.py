@@ -53,7 +53,7 @@ LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 # persistent paths every cluster has (Kafka's ZkData.PersistentZkPaths)
 PERSISTENT_PATHS = (
     "/consumers", BROKER_IDS, BROKER_TOPICS, CONFIG_CHANGES, "/config/clients", CONFIG_BROKERS, CONFIG_TOPICS,
-    "/config/users", DELETE_TOPICS, BROKER_SEQID, ISR_CHANGE_NOTIFICATION, LATEST_PRODUCER_ID_BLOCK,
+    "/config/users", "/config/ips", DELETE_TOPICS, BROKER_SEQID, ISR_CHANGE_NOTIFICATION, LATEST_PRODUCER_ID_BLOCK,
     "/log_dir_event_notification",
 )
 
@@ -152,8 +152,11 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
 def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistration:
     payload = _parse(data)
     host, port = payload.get("host"), payload.get("port")
-    for endpoint in payload.get("endpoints", []):
-        _scheme, _, address = str(endpoint).partition("://")
+    protocols = payload.get("listener_security_protocol_map") or {}
+    for endpoint in payload.get("endpoints", []):  # kbroker speaks PLAINTEXT: take that listener
+        listener, _, address = str(endpoint).partition("://")
+        if protocols.get(listener, listener) != "PLAINTEXT":
+            continue
         h, _, p = address.rpartition(":")
         if p.isdigit():
             host, port = h.strip("[]"), int(p)
