@@ -167,3 +167,12 @@ def test_topic_config_changed_through_one_broker_is_seen_by_all(cluster):
         return True
 
     ck.wait_for(seen_everywhere, 20, "the new retention.ms on every broker")
+
+
+def test_api_versions_adds_the_inter_broker_apis_in_a_cluster(cluster):
+    from kbroker.api.dispatch import DISPATCH
+
+    with AdminClient(cluster.brokers[1].address, timeout=10) as admin:
+        served = admin._any().versions
+    assert served == {k: (spec.min_version, spec.max_version) for k, spec in DISPATCH.items()}
+    assert {4, 5, 6, 7, 56} <= set(served)
