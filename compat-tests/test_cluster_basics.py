@@ -176,3 +176,20 @@ def test_api_versions_adds_the_inter_broker_apis_in_a_cluster(cluster):
         served = admin._any().versions
     assert served == {k: (spec.min_version, spec.max_version) for k, spec in DISPATCH.items()}
     assert {4, 5, 6, 7, 56} <= set(served)
+
+
+def test_requests_of_an_older_controller_epoch_are_refused(cluster):
+    """A deposed controller cannot move leaders: brokers answer STALE_CONTROLLER_EPOCH (11)."""
+    ck.create_topic(cluster, "fenced", 1, 3)
+    before = ck.partitions(cluster, "fenced")
+    stale = {"controller_id": 9, "controller_epoch": 0, "broker_epoch": -1, "type_": 0, "live_leaders": [],
+             "topic_states": [{"topic_name": "fenced", "topic_id": None, "partition_states": [
+                 {"partition_index": 0, "controller_epoch": 0, "leader": 3, "leader_epoch": 99, "isr": [3],
+                  "partition_epoch": 99, "replicas": [1, 2, 3]}]}]}
+    for broker in cluster.brokers.values():
+        with AdminClient(broker.address, timeout=10) as admin:
+            assert admin._any().call(4, stale, version=7).error_code == 11
+            update = {"controller_id": 9, "controller_epoch": 0, "broker_epoch": -1, "topic_states": [],
+                      "live_brokers": []}
+            assert admin._any().call(6, update, version=8).error_code == 11
+    assert ck.partitions(cluster, "fenced") == before

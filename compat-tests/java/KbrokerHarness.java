@@ -1,5 +1,5 @@
-// Small driver for the stock Java kafka-clients 3.9.0, used by compat-tests/test_java.py and
-// test_groups_java.py.
+// Small driver for the stock Java kafka-clients 3.9.0, used by compat-tests/test_java.py,
+// test_groups_java.py and test_cluster_java.py.
 //
 // It makes exactly the calls Spark's Kafka connector makes: Admin describeTopics / listOffsets on
 // the driver, KafkaConsumer.assign + seek + poll on executors, an idempotent KafkaProducer for
@@ -31,6 +31,12 @@
 //       whole assignment after every onPartitionsAssigned), {"event":"record",...} per record,
 //       {"event":"committed","offsets":{...}}, and {"event":"closed"} after SIGTERM closed the
 //       consumer (a shutdown hook wakes the poll thread up; exit status 0 once it has closed).
+//   acked-producer <bootstrap> <topic> <n> <interval_ms>
+//       an idempotent acks=all producer for the cluster tests (test_cluster_java.py): value "v<i>" (key
+//       "<i>") to partition i % partitions, one record every interval_ms, until n are sent (n <= 0: no
+//       limit) or SIGTERM; then flush and close. JSON lines on stdout, from the send callbacks (so in
+//       offset order per partition): {"event":"acked","partition":p,"offset":o,"value":"v<i>"} and
+//       {"event":"failed","value":"v<i>","error":"..."}; last {"event":"closed","sent":n} (exit status 0).
 //
 // Any failure: "ERROR <class>: <message>" on stdout and exit status 1.
 
@@ -91,6 +97,9 @@ public final class KbrokerHarness {
                     break;
                 case "admin": admin(args); break;
                 case "spark": spark(args[1], args[2], Long.parseLong(args[3])); break;
+                case "acked-producer":
+                    ackedProducer(args[1], args[2], Long.parseLong(args[3]), Long.parseLong(args[4]));
+                    break;
                 case "group-member":
                     groupMember(args[1], args[2], args[3], args[4], args.length > 5 ? args[5] : null);
                     return;  // its shutdown hook ends the JVM
@@ -444,5 +453,57 @@ public final class KbrokerHarness {
         consumer.close(Duration.ofSeconds(30));  // LeaveGroup
         emit("{\"event\":\"closed\"}");
         closed.set(true);
+    }
+
+    // ---- an idempotent producer that reports every acknowledgement ----------------------------
+
+    static void ackedProducer(String bootstrap, String topic, long n, long intervalMs) throws Exception {
+        Properties p = common(bootstrap);
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "120000");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "60000");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        AtomicBoolean stop = new AtomicBoolean(false);
+        java.util.concurrent.CountDownLatch closed = new java.util.concurrent.CountDownLatch(1);
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            if (failing || closed.getCount() == 0) return;  // main is exiting with its own status
+            stop.set(true);
+            boolean done = false;
+            try {
+                done = closed.await(150, TimeUnit.SECONDS);
+            } catch (InterruptedException ignored) {
+                // fall through: not closed
+            }
+            System.out.flush();
+            Runtime.getRuntime().halt(done ? 0 : 1);
+        }, "acked-producer-shutdown"));
+        long sent = 0;
+        try (KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+            int partitions = producer.partitionsFor(topic).size();
+            long next = System.nanoTime();
+            while (!stop.get() && (n <= 0 || sent < n)) {
+                String value = "v" + sent;
+                producer.send(new ProducerRecord<>(topic, (int) (sent % partitions), null,
+                        String.valueOf(sent).getBytes(StandardCharsets.UTF_8),
+                        value.getBytes(StandardCharsets.UTF_8)), (md, e) -> {
+                    if (e == null) {
+                        emit("{\"event\":\"acked\",\"partition\":" + md.partition() + ",\"offset\":" + md.offset()
+                                + ",\"value\":" + jsonString(value) + "}");
+                    } else {
+                        emit("{\"event\":\"failed\",\"value\":" + jsonString(value) + ",\"error\":"
+                                + jsonString(e.getClass().getName() + ": " + e.getMessage()) + "}");
+                    }
+                });
+                sent++;
+                next += intervalMs * 1_000_000L;
+                long sleep = next - System.nanoTime();
+                if (sleep > 0) Thread.sleep(sleep / 1_000_000L, (int) (sleep % 1_000_000L));
+            }
+            producer.flush();
+        }
+        emit("{\"event\":\"closed\",\"sent\":" + sent + "}");
+        closed.countDown();
     }
 }

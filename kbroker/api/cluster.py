@@ -22,7 +22,7 @@ async def leader_and_isr(ctx: RequestContext, request) -> dict:
     _check_broker_epoch(ctx, request)
     broker = ctx.broker
     await broker.metadata.load_configs([t.topic_name for t in request.topic_states])  # logs need them
-    errors = broker.replica_manager.become_leader_or_follower(request)
+    errors = await broker.replica_manager.become_leader_or_follower(request)
     return {"error_code": ErrorCode.none, "topics": [
         {"topic_id": t.topic_id, "partition_errors": [
             {"partition_index": p.partition_index, "error_code": errors.get((t.topic_name, p.partition_index),

@@ -288,7 +288,8 @@ class Log:
             cache = None
         if cache is None:
             self.leader_epoch_cache = LeaderEpochCache(path, self._leader_epochs_from_log())
-            self.leader_epoch_cache.flush()
+            if len(self.leader_epoch_cache) or path.exists():  # a new, empty log writes it on first assign
+                self.leader_epoch_cache.flush()
             return
         # Entries are written before their data, so a crash can leave some past the recovered
         # log end; a checkpoint written lazily (Kafka flushes truncations in the background) can

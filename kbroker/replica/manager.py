@@ -125,11 +125,11 @@ class ReplicaManager:
             raise StaleControllerEpochError(f"controller epoch {epoch} is older than {self.controller_epoch}")
         self.controller_epoch = epoch
 
-    def become_leader_or_follower(self, request: Any) -> dict[tuple[str, int], ErrorCode]:
+    async def become_leader_or_follower(self, request: Any) -> dict[tuple[str, int], ErrorCode]:
         """Apply a LeaderAndIsr request: partitions whose leader epoch is newer than ours take
-        their new role. Errors per partition (the request as a whole is fenced by its epoch)."""
+        their new role. Errors per partition (the request as a whole is fenced by its epoch).
+        Creating thousands of logs takes a while: other connections get turns in between."""
         self.check_controller_epoch(request.controller_epoch)
-        now = self.now_ms()
         errors: dict[tuple[str, int], ErrorCode] = {}
         leaders: list[Partition] = []
         followers: list[Partition] = []
@@ -157,9 +157,12 @@ class ReplicaManager:
                     partition.leader_id = NO_LEADER
                     partition.leader_epoch = -1
                     self.partitions[tp] = partition
+                    if len(self.partitions) % 32 == 0:
+                        await trio.sleep(0)
                 partition.set_log_config(log_config, min_isr)
-                if ps.leader == self.node_id:
-                    partition.make_leader(ps.leader_epoch, list(ps.isr), list(ps.replicas), ps.partition_epoch, now)
+                if ps.leader == self.node_id:  # followers count as caught up from now (Kafka's makeLeader)
+                    partition.make_leader(ps.leader_epoch, list(ps.isr), list(ps.replicas), ps.partition_epoch,
+                                          self.now_ms())
                     leaders.append(partition)
                 else:
                     partition.make_follower(ps.leader, ps.leader_epoch, list(ps.isr), list(ps.replicas),
@@ -272,10 +275,13 @@ class ReplicaManager:
     async def wait_for_replication(self, partition: Partition, required_offset: int, timeout_s: float) -> ErrorCode:
         """acks=all: until every ISR member has the records below `required_offset`."""
         tp = partition.topic_partition
-        epoch = partition.leader_epoch
+        followed = partition.times_followed
         deadline = trio.current_time() + timeout_s
         while True:
-            if self.partitions.get(tp) is not partition or not partition.is_leader or partition.leader_epoch != epoch:
+            # a new leader epoch with this broker still leading (a follower left the ISR) is fine,
+            # as in Kafka; having followed in between is not
+            if self.partitions.get(tp) is not partition or not partition.is_leader or \
+                    partition.times_followed != followed:
                 return ErrorCode.not_leader_or_follower
             if partition.replication_done(required_offset):
                 if len(partition.isr) < partition.min_insync_replicas:

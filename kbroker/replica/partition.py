@@ -48,6 +48,7 @@ class Partition:
         self.pending_isr: list[int] | None = None  # an AlterPartition in flight
         self.followers: dict[int, FollowerState] = {}
         self.leader_epoch_start_offset = 0
+        self.times_followed = 0  # bumped whenever it stops leading: waits for acks=all watch it
         self._on_new_data = on_new_data
         self.flush_interval_messages = log.config.flush_interval_messages
         self.min_insync_replicas = 1
@@ -117,6 +118,7 @@ class Partition:
                       partition_epoch: int) -> bool:
         """Follow `leader_id` at `leader_epoch`; True if the leader or epoch changed."""
         changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch
+        self.times_followed += 1
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
