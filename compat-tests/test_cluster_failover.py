@@ -179,3 +179,22 @@ def test_controlled_shutdown_moves_leaders_before_exit(cluster):
         producer.stop()
     assert producer.failed == []
     ck.check_exactly_once_in_order(producer.acked, ck.read_all(ck.live_bootstrap(cluster), "handover", 6))
+
+
+def test_topic_deleted_while_a_replica_is_down_leaves_no_stray_log(cluster):
+    from kbroker.admin.client import AdminClient
+
+    ck.create_topic(cluster, "gone", 2, 3)
+    ck.create_topic(cluster, "kept", 1, 3)
+    down = cluster.brokers[3]
+    down.kill()
+    others = ",".join(cluster.brokers[b].address for b in (1, 2))
+    with AdminClient(others, timeout=30) as admin:
+        assert admin.delete_topics(["gone"]) == {"gone": None}
+    ck.wait_for(lambda: ck.partitions(cluster, "gone", via=1) == {}, 20, "gone deleted")
+    assert sorted(p.name for p in (down.data_dir / "data").glob("gone-*")) == ["gone-0", "gone-1"]
+    down.start()
+    ck.wait_for(lambda: not [p for p in (down.data_dir / "data").glob("gone-*") if not p.name.endswith("-delete")],
+                30, "the returning broker drops its stray logs of the deleted topic")
+    ck.wait_for(lambda: 3 in ck.partitions(cluster, "kept", via=1)[0]["isr"], 30, "kept's replica back in sync")
+    assert (down.data_dir / "data" / "kept-0").is_dir()

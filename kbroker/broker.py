@@ -111,6 +111,17 @@ class Broker:
         self.replica_manager.shutdown()
         self.log_manager.shutdown()
 
+    def delete_stray_logs(self) -> int:
+        """After a full UpdateMetadata: logs of topics the cluster no longer has (deleted while this
+        broker was down) go, as Kafka's stray replica detection does."""
+        topics = self.metadata.topics()
+        stray = [tp for tp in list(self.log_manager.logs) if tp.topic not in topics
+                 and tp not in self.replica_manager.partitions]
+        for tp in stray:
+            logger.info("deleting the stray log of %s: the topic no longer exists", tp)
+            self.log_manager.delete_log(tp)
+        return len(stray)
+
     def _on_leadership(self, tp: TopicPartition, is_leader: bool) -> None:
         """The group coordinator moves with the leadership of `__consumer_offsets` partitions."""
         if tp.topic != OFFSETS_TOPIC:

@@ -9,6 +9,8 @@ earlier incarnation of this broker (its registration's epoch) gets STALE_BROKER_
 from __future__ import annotations
 
 from kbroker.api.context import RequestContext
+
+FULL_METADATA = 2  # UpdateMetadata's Type: every partition of the cluster is in it
 from kbroker.errors import ErrorCode, KafkaError, NotControllerError, StaleBrokerEpochError
 
 
@@ -36,6 +38,8 @@ async def update_metadata(ctx: RequestContext, request) -> dict:
     missing = ctx.broker.metadata.apply_update_metadata(request)
     if missing:
         await ctx.broker.metadata.load_configs(missing)
+    if request.type_ == FULL_METADATA:
+        ctx.broker.delete_stray_logs()
     return {"error_code": ErrorCode.none}
 
 

@@ -52,8 +52,12 @@ def leader_and_isr(ctx: ControllerContext, controller_id: int, broker: BrokerReg
     }
 
 
+FULL, INCREMENTAL = 2, 1  # UpdateMetadata's Type (KIP-866)
+
+
 def update_metadata(ctx: ControllerContext, controller_id: int, broker: BrokerRegistration,
-                    partitions: Iterable[TopicPartition], deleting: bool = False) -> dict:
+                    partitions: Iterable[TopicPartition], deleting: bool = False, full: bool = False) -> dict:
+    """`full`: every partition of the cluster is in it, so a topic it lacks does not exist."""
     topic_states = []
     for topic, indexes in _by_topic(partitions).items():
         states = []
@@ -79,7 +83,7 @@ def update_metadata(ctx: ControllerContext, controller_id: int, broker: BrokerRe
             topic_states.append({"topic_name": topic, "topic_id": ctx.topic_id(topic), "partition_states": states})
     return {
         "controller_id": controller_id, "is_k_raft_controller": False, "controller_epoch": ctx.epoch,
-        "broker_epoch": broker.epoch, "topic_states": topic_states,
+        "broker_epoch": broker.epoch, "topic_states": topic_states, "type_": FULL if full else INCREMENTAL,
         "live_brokers": [
             {"id_": b.broker_id, "endpoints": [{"port": b.port, "host": b.host, "listener": "PLAINTEXT",
                                                "security_protocol": PLAINTEXT}], "rack": b.rack}

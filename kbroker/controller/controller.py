@@ -270,7 +270,8 @@ class KafkaController:
                     for tp, s in ctx.states.items()}
         changed |= await self._write_states({tp: s for tp, s in repaired.items() if s is not None})
         for broker in ctx.live_brokers.values():
-            self._send(broker, req.UPDATE_METADATA, req.update_metadata(ctx, self.broker_id, broker, ctx.all_partitions()))
+            self._send(broker, req.UPDATE_METADATA,
+                       req.update_metadata(ctx, self.broker_id, broker, ctx.all_partitions(), full=True))
             mine = ctx.partitions_on(broker.broker_id)
             if mine:
                 self._send(broker, req.LEADER_AND_ISR, req.leader_and_isr(ctx, self.broker_id, broker, mine))
@@ -488,7 +489,8 @@ class KafkaController:
         ctx = self._ctx()
         for broker_id in new:  # the newcomer gets everything; the others the new broker list
             broker = ctx.live_brokers[broker_id]
-            self._send(broker, req.UPDATE_METADATA, req.update_metadata(ctx, self.broker_id, broker, ctx.all_partitions()))
+            self._send(broker, req.UPDATE_METADATA,
+                       req.update_metadata(ctx, self.broker_id, broker, ctx.all_partitions(), full=True))
         hosted = {tp for tp in ctx.all_partitions() if new & set(ctx.replicas(tp))}
         for broker in ctx.live_brokers.values():
             if broker.broker_id not in new:
