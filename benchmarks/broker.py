@@ -1,6 +1,7 @@
 """Owns the broker process the harness talks to: starting `python -m kbroker serve` on a free
 127.0.0.1 port and a temp dir, waiting until it answers ApiVersions, stopping it by PID
-(SIGTERM, then SIGKILL), and reading its CPU time and memory from /proc/<pid>."""
+(SIGTERM, then SIGKILL), and reading its CPU time and memory from /proc/<pid> (ProcGroup: several
+processes summed, for the cluster phase)."""
 
 from __future__ import annotations
 
@@ -55,6 +56,45 @@ class ProcStats:
         except OSError:
             pass
         return out
+
+
+class ProcGroup:
+    """Several processes read as one (the brokers of a cluster): CPU times and memory summed.
+    Same interface as ProcStats, so Meter takes either."""
+
+    def __init__(self, pids: list[int]):
+        self.members = [ProcStats(pid) for pid in pids]
+
+    def cpu_times_each(self) -> list[tuple[float, float] | None]:
+        return [m.cpu_times() for m in self.members]
+
+    def cpu_times(self) -> tuple[float, float] | None:
+        """Summed (utime, stime), or None if any of the processes is gone."""
+        each = self.cpu_times_each()
+        if any(t is None for t in each):
+            return None
+        return sum(t[0] for t in each), sum(t[1] for t in each)
+
+    def cpu_seconds(self) -> float | None:
+        t = self.cpu_times()
+        return None if t is None else t[0] + t[1]
+
+    def memory_mb(self) -> dict:
+        """{'rss_mb', 'peak_rss_mb'} summed over the processes; {} if any is unreadable."""
+        each = [m.memory_mb() for m in self.members]
+        if not all("rss_mb" in e and "peak_rss_mb" in e for e in each):
+            return {}
+        return {"rss_mb": sum(e["rss_mb"] for e in each), "peak_rss_mb": sum(e["peak_rss_mb"] for e in each)}
+
+
+def log_problems(path: Path, limit: int = 20) -> tuple[int, list[str]]:
+    """Count ERROR/CRITICAL/Traceback lines in a broker log; return (count, first lines)."""
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return 0, []
+    bad = [ln for ln in text if " ERROR " in ln or " CRITICAL " in ln or ln.startswith("Traceback")]
+    return len(bad), bad[:limit]
 
 
 class OwnBroker:
@@ -130,9 +170,4 @@ class OwnBroker:
 
     def log_problems(self, limit: int = 20) -> tuple[int, list[str]]:
         """Count ERROR/CRITICAL/Traceback lines in the broker log; return (count, first lines)."""
-        try:
-            text = self.log_path.read_text(errors="replace").splitlines()
-        except OSError:
-            return 0, []
-        bad = [ln for ln in text if " ERROR " in ln or " CRITICAL " in ln or ln.startswith("Traceback")]
-        return len(bad), bad[:limit]
+        return log_problems(self.log_path, limit)

@@ -9,6 +9,8 @@ import multiprocessing
 import os
 import struct
 import time
+from collections import defaultdict
+from typing import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -23,12 +25,12 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
 
 
 def create_topics(bootstrap: str, specs: list[tuple[str, int, dict]], per_request: int = 10,
-                  timeout: float = 120.0) -> None:
+                  timeout: float = 120.0, replication_factor: int = 1) -> None:
     """Create topics [(name, partitions, config)], `per_request` topics per CreateTopics request."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})
     for i in range(0, len(specs), per_request):
-        chunk = [NewTopic(n, num_partitions=p, replication_factor=1, config=dict(c)) for n, p, c in
-                 specs[i:i + per_request]]
+        chunk = [NewTopic(n, num_partitions=p, replication_factor=replication_factor, config=dict(c))
+                 for n, p, c in specs[i:i + per_request]]
         futures = admin.create_topics(chunk, operation_timeout=timeout, request_timeout=timeout)
         for name, fut in futures.items():
             fut.result(timeout=timeout)
@@ -277,3 +279,119 @@ def produce_latency_run(bootstrap: str, topic: str, count: int, size: int, deadl
             "max_ms": wall[-1] if wall else None, "rdkafka_p50_ms": percentile(rd_lat, 50),
             "rdkafka_p99_ms": percentile(rd_lat, 99), "errors": len(errors),
             "first_error": errors[0] if errors else None, "aborted": aborted}
+
+
+_SEQ = struct.Struct(">q")
+
+
+class PacedProducer:
+    """An idempotent acks=all librdkafka producer sending `size`-byte messages at a steady `rate`
+    (msg/s), round-robin over `partitions`, for the failover runs. Every message's key is its
+    sequence number; the harness records when each was handed to librdkafka and when (and at which
+    partition/offset) it was acknowledged, or the error it failed with. Acknowledgement times are
+    taken in the delivery callback, which poll() runs at least once a millisecond here."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, size: int, rate: float, linger_ms: int = 5,
+                 **config):
+        self.topic, self.partitions, self.rate = topic, partitions, rate
+        self.value = os.urandom(size)
+        self.sent_at: list[float] = []                 # seq -> perf_counter() at produce()
+        self.acks: list[tuple[float, int, int, int]] = []  # (perf_counter() at ack, seq, partition, offset)
+        self.errors: list[str] = []
+        self.producer = Producer({
+            "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": linger_ms,
+            "compression.type": "none", "message.timeout.ms": 120000, "log_level": 3,
+            "on_delivery": self._delivered, **config})
+        self.producer.list_topics(topic, timeout=30)
+        self.t0: float | None = None
+        self.watch_from: float | None = None
+        self.first_after: tuple[float, int] | None = None  # (ack time, seq): see watch()
+
+    def watch(self, t: float) -> None:
+        """From now on, note the first acknowledgement of a message handed over after `t`."""
+        self.watch_from, self.first_after = t, None
+
+    def _delivered(self, err, msg) -> None:
+        now = time.perf_counter()
+        if err is not None:
+            self.errors.append(str(err))
+            return
+        seq = _SEQ.unpack(msg.key())[0]
+        self.acks.append((now, seq, msg.partition(), msg.offset()))
+        if self.first_after is None and self.watch_from is not None and self.sent_at[seq] > self.watch_from:
+            self.first_after = (now, seq)
+
+    def run_until(self, done: Callable[[], bool], deadline: float) -> bool:
+        """Keep sending at the rate until done() is true (True) or the deadline passes (False)."""
+        if self.t0 is None:
+            self.t0 = time.perf_counter()
+        while True:
+            now = time.perf_counter()
+            due = int((now - self.t0) * self.rate) + 1
+            while len(self.sent_at) < due:
+                seq = len(self.sent_at)
+                try:
+                    self.producer.produce(self.topic, self.value, _SEQ.pack(seq), partition=seq % self.partitions)
+                except BufferError:
+                    break  # queue full: try again after the next poll
+                self.sent_at.append(time.perf_counter())
+            self.producer.poll(0.001)
+            if done():
+                return True
+            if time.perf_counter() > deadline:
+                return False
+
+    def finish(self, flush_s: float = 30.0) -> int:
+        """Flush; return the number of messages still unacknowledged after `flush_s` (then purged)."""
+        left = self.producer.flush(flush_s)
+        if left:
+            self.producer.purge()
+            self.producer.flush(5)
+        return left
+
+    def acks_by_partition(self) -> dict[int, list[float]]:
+        out: dict[int, list[float]] = defaultdict(list)
+        for at, _, partition, _ in self.acks:
+            out[partition].append(at)
+        return {p: sorted(v) for p, v in out.items()}
+
+
+def verify_acknowledged(bootstrap: str, topic: str, partitions: int, acks: list[tuple[float, int, int, int]],
+                        deadline: float) -> dict:
+    """Read the topic from the start to its end (assign, no group) and check every acknowledged
+    message is there at the partition and offset it was acknowledged with, and no message twice."""
+    consumer = _consumer(bootstrap, **{"enable.partition.eof": True})
+    at: dict[tuple[int, int], int] = {}
+    seen: dict[int, int] = defaultdict(int)
+    errors: list[str] = []
+    try:
+        ends = {}
+        for p in range(partitions):
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            ends[p] = high
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        done = {p for p, high in ends.items() if high == 0}
+        while len(done) < partitions and time.perf_counter() < deadline:
+            for m in consumer.consume(10000, 0.5):
+                if m.error():
+                    if m.error().code() != -191:  # _PARTITION_EOF
+                        errors.append(str(m.error()))
+                    continue
+                seq = _SEQ.unpack(m.key())[0]
+                at[(m.partition(), m.offset())] = seq
+                seen[seq] += 1
+                if m.offset() + 1 >= ends[m.partition()]:
+                    done.add(m.partition())
+    finally:
+        consumer.close()
+    where = {(p, seq) for (p, _), seq in at.items()}
+    # an acknowledgement without an offset (librdkafka reports none for a batch it learned was
+    # already persisted) is checked by presence in its partition
+    lost = [(seq, p, o) for _, seq, p, o in acks if (at.get((p, o)) != seq if o is not None and o >= 0
+                                                       else (p, seq) not in where)]
+    duplicates = sum(1 for n in seen.values() if n > 1)
+    return {"read": len(at), "lost": len(lost), "duplicates": duplicates, "read_errors": len(errors),
+            "acked_without_offset": sum(1 for a in acks if a[3] is None or a[3] < 0),
+            "read_complete": len(done) == partitions,
+            "first_problem": (f"acknowledged seq {lost[0][0]} not at partition {lost[0][1]} offset {lost[0][2]}"
+                              if lost else errors[0] if errors else None)}

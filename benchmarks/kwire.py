@@ -1,5 +1,6 @@
 """Owns the raw-socket Kafka requests the harness sends itself: ApiVersions v0 (readiness probe,
-idle connections), Metadata v1 for all topics (timed, parsed to count topics/partitions) and
+idle connections), Metadata v1 for all topics (timed; parsed to count topics/partitions and, for the
+cluster phase, to read brokers, controller, leaders and ISRs) and
 pipelined single-partition Produce v3 (the broker's cost per request).
 No client library involved, so these time the broker and nothing else; and no kbroker code either
 (the encoders here are deliberately the harness's own), so they load Kafka or any other broker
@@ -101,26 +102,29 @@ def parse_metadata_v1(buf: bytes) -> dict:
         off += n
         return s
 
-    for _ in range(i32()):  # brokers
-        i32(); string(); i32(); string()
-    i32()  # controller id
+    brokers = []
+    for _ in range(i32()):  # brokers: node id, host, port, rack
+        brokers.append(i32()); string(); i32(); string()
+    controller = i32()
     topics = partitions = errors = 0
     per_topic: dict[str, int] = {}
+    layout: dict[str, dict[int, tuple[int, list[int], list[int]]]] = {}
     for _ in range(i32()):
         terr = i16(); name = string(); off += 1
         topics += 1
         errors += terr != 0
         per_topic[name] = 0
+        parts = layout[name] = {}
         for _ in range(i32()):
             per_topic[name] += 1
-            perr = i16(); i32(); i32()
-            n = i32()  # replicas (read before `off +=`, which would load the old offset first)
-            off += 4 * n
-            n = i32()  # isr
-            off += 4 * n
+            perr = i16(); index = i32(); leader = i32()
+            replicas = [i32() for _ in range(i32())]
+            isr = [i32() for _ in range(i32())]
+            parts[index] = (leader, replicas, isr)
             partitions += 1
             errors += perr != 0
-    return {"topics": topics, "partitions": partitions, "errors": errors, "per_topic": per_topic}
+    return {"topics": topics, "partitions": partitions, "errors": errors, "per_topic": per_topic,
+            "brokers": sorted(brokers), "controller": controller, "layout": layout}
 
 
 def _varint(value: int) -> bytes:

@@ -1,6 +1,7 @@
 """Owns the benchmark phases: each function takes the run context, drives clients.py against
 the broker, wraps every run with broker CPU/RSS readings, and returns result rows
-{key, phase, name, kind, metrics}. Targets and formatting are run.py's business."""
+{key, phase, name, kind, metrics}. Targets and formatting are run.py's business. The cluster
+phase, which starts a ZooKeeper and three brokers of its own, lives in cluster.py."""
 
 from __future__ import annotations
 
@@ -49,6 +50,9 @@ class Ctx:
     prefilled: dict = field(default_factory=dict)         # (size, partitions) -> full topic
     side_brokers: list[OwnBroker] = field(default_factory=list)
     seq: int = 0
+    cluster_runs: int = 0                                 # clusters the cluster phase has started
+    notes: list[str] = field(default_factory=list)        # printed under the table
+    log_problems: dict = field(default_factory=dict)      # name -> ERROR/Traceback lines of a broker log
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -365,6 +369,14 @@ def phase_partitions10k(ctx: Ctx) -> list[dict]:
                 "partitions", m)]
 
 
+def phase_cluster(ctx: Ctx) -> list[dict]:
+    """ZooKeeper + three brokers of its own: replicated produce and consume, failover, controlled
+    shutdown, RSS (benchmarks/cluster.py)."""
+    from benchmarks.cluster import phase_cluster as run  # imported here: cluster.py builds on this module
+
+    return run(ctx)
+
+
 PHASES = {
     "produce": phase_produce,
     "consume": phase_consume,
@@ -375,5 +387,8 @@ PHASES = {
     "connections": phase_connections,
     "durability": phase_durability,
     "partitions10k": phase_partitions10k,
+    "cluster": phase_cluster,
 }
-REPEATABLE = {"produce", "consume", "partitions100", "requests", "e2e", "latency", "durability"}
+REPEATABLE = {"produce", "consume", "partitions100", "requests", "e2e", "latency", "durability", "cluster"}
+# left out of --quick and of runs against --bootstrap unless named in --only
+OPT_IN = {"cluster"}

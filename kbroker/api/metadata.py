@@ -25,6 +25,10 @@ def topic_metadata(ctx: RequestContext, info: TopicInfo) -> dict:
             "isr_nodes": partition.isr if partition else [],
             "offline_replicas": [],
         })
+    return _topic_entry(info, partitions)
+
+
+def _topic_entry(info: TopicInfo, partitions: list[dict]) -> dict:
     return {
         "error_code": ErrorCode.none,
         "name": info.name,
@@ -53,14 +57,7 @@ def _cluster_topic_metadata(ctx: RequestContext, info: TopicInfo) -> dict:
             "isr_nodes": list(state.isr),
             "offline_replicas": list(state.offline_replicas),
         })
-    return {
-        "error_code": ErrorCode.none,
-        "name": info.name,
-        "topic_id": info.topic_id,
-        "is_internal": info.is_internal,
-        "partitions": partitions,
-        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
-    }
+    return _topic_entry(info, partitions)
 
 
 def _error_topic(name: str | None, code: ErrorCode, topic_id=None) -> dict:
