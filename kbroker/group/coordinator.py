@@ -854,15 +854,8 @@ class GroupCoordinator:
         if self.owned is not None:
             self.owned.discard(partition)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
-            group = self.groups.pop(group_id)
             self._join_ops.pop(group_id, None)
-            for member in group.members.values():
-                join, member.awaiting_join = member.awaiting_join, None
-                if join is not None:
-                    join(JoinResult(member.member_id, E.not_coordinator))
-                sync, member.awaiting_sync = member.awaiting_sync, None
-                if sync is not None:
-                    sync(SyncResult(E.not_coordinator))
+            _answer_parked_not_coordinator(self.groups.pop(group_id))
 
     def _restore_group(self, group_id: str, value: fmt.GroupMetadataValue | None,
                        offsets: dict[tuple[str, int], OffsetAndMetadata]) -> GroupMetadata:
@@ -896,12 +889,17 @@ class GroupCoordinator:
         connection open through the broker's shutdown; the groups reload from the log on start."""
         self.active = False
         for group in self.groups.values():
-            for member in group.members.values():
-                join, member.awaiting_join = member.awaiting_join, None
-                if join is not None:
-                    join(JoinResult(member.member_id, E.not_coordinator))
-                sync, member.awaiting_sync = member.awaiting_sync, None
-                if sync is not None:
-                    sync(SyncResult(E.not_coordinator))
+            _answer_parked_not_coordinator(group)
         self._join_ops.clear()
         self.timers = TimerQueue()
+
+
+def _answer_parked_not_coordinator(group: GroupMetadata) -> None:
+    """Members parked in a join or sync are told NOT_COORDINATOR: they look the coordinator up again."""
+    for member in group.members.values():
+        join, member.awaiting_join = member.awaiting_join, None
+        if join is not None:
+            join(JoinResult(member.member_id, E.not_coordinator))
+        sync, member.awaiting_sync = member.awaiting_sync, None
+        if sync is not None:
+            sync(SyncResult(E.not_coordinator))
