@@ -250,10 +250,12 @@ class LocalCluster:
         self.brokers[broker_id] = broker
         return broker.start(wait=wait)
 
-    def stop(self, grace_s: float = 30.0) -> None:
-        """One SIGTERM to every broker at once (each does a controlled shutdown), SIGKILL for any
-        still running after `grace_s`, then ZooKeeper."""
+    def stop(self, grace_s: float = 30.0) -> tuple[list[BrokerProcess], set[int]]:
+        """One SIGTERM to every broker at once (each does a controlled shutdown: a second SIGTERM
+        would only make it die by the signal once done), SIGKILL for any still running after
+        `grace_s`, then ZooKeeper. Returns the brokers that were running and the ids killed."""
         running = [b for b in self.brokers.values() if b.running]
+        killed: set[int] = set()
         for broker in running:
             broker.resume()
             broker.proc.terminate()
@@ -264,5 +266,7 @@ class LocalCluster:
             except subprocess.TimeoutExpired:
                 broker.proc.kill()
                 broker.proc.wait(10)
+                killed.add(broker.broker_id)
         if self.zookeeper is not None:
             self.zookeeper.stop()
+        return running, killed

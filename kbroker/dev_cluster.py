@@ -214,23 +214,9 @@ def _reap_strays() -> None:
 
 
 def _stop(cluster: LocalCluster, grace_s: float = 30.0) -> list[str]:
-    """SIGTERM to every broker at once (each hands its leaderships over: a controlled shutdown),
-    SIGKILL to those still running after `grace_s`, then ZooKeeper; the brokers that did not stop
-    cleanly, as messages. One SIGTERM each: a broker takes a second one, arriving while it shuts
-    down, as a reason to die by the signal once it is done."""
-    running = [b for b in cluster.brokers.values() if b.running]
-    for broker in running:
-        broker.resume()  # a paused process cannot act on SIGTERM
-        broker.proc.terminate()
-    deadline = time.monotonic() + grace_s
-    killed: set[int] = set()
-    for broker in running:
-        try:
-            broker.proc.wait(max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            broker.proc.kill()
-            broker.proc.wait(10)
-            killed.add(broker.broker_id)
+    """Stop the brokers (controlled shutdowns) and ZooKeeper; the brokers that did not stop
+    cleanly, as messages."""
+    running, killed = cluster.stop(grace_s)
     problems = []
     for broker_id, broker in cluster.brokers.items():
         if broker_id in killed:
@@ -239,8 +225,6 @@ def _stop(cluster: LocalCluster, grace_s: float = 30.0) -> list[str]:
             when = "" if any(b is broker for b in running) else " before the stop"
             problems.append(f"broker {broker_id} exited with status {broker.proc.returncode}{when} "
                             f"(log: {broker.log_path})")
-    if cluster.zookeeper is not None:
-        cluster.zookeeper.stop()
     _reap_strays()
     return problems
 
