@@ -64,3 +64,26 @@ def test_topic_ids_are_random_uuids(tmp_path):
     store = LocalMetadataStore(tmp_path, ME)
     ids = {store.create_topic(f"t{i}", [[0]], {}).topic_id for i in range(5)}
     assert len(ids) == 5 and uuid.UUID(int=0) not in ids
+
+
+def test_rack_aware_placement_spreads_each_partition_over_racks():
+    from kbroker.metadata.store import BrokerInfo, assign_replicas
+
+    racks = {1: "a", 2: "a", 3: "b", 4: "b", 5: "c", 6: "c"}
+    brokers = [BrokerInfo(i, "h", 9092, rack) for i, rack in racks.items()]
+    assignment = assign_replicas(brokers, 12, 3)
+    for replicas in assignment:
+        assert len(set(replicas)) == 3 and {racks[r] for r in replicas} == {"a", "b", "c"}
+    leaders = [replicas[0] for replicas in assignment]
+    assert all(leaders.count(b) == 2 for b in racks)  # leadership evenly spread too
+    # more replicas than racks: every rack first, then any broker not chosen yet
+    two_racks = [BrokerInfo(i, "h", 9092, "a" if i < 3 else "b") for i in (1, 2, 3, 4)]
+    for replicas in assign_replicas(two_racks, 4, 3):
+        assert len(set(replicas)) == 3 and {"a", "b"} <= {"a" if r < 3 else "b" for r in replicas}
+
+
+def test_placement_without_racks_is_round_robin():
+    from kbroker.metadata.store import BrokerInfo, assign_replicas
+
+    brokers = [BrokerInfo(i, "h", 9092) for i in (1, 2, 3)]
+    assert assign_replicas(brokers, 4, 2) == [[1, 2], [2, 3], [3, 1], [1, 2]]
