@@ -25,7 +25,8 @@ def test_hundred_leader_kills_under_load(tmp_path):
         try:
             for kill in range(KILLS):
                 partition = kill % 6
-                victim = ck.leader_of(cluster, "soak", partition)
+                victim = ck.wait_for(lambda: (lambda l: l if l in cluster.brokers else None)(
+                    ck.leader_of(cluster, "soak", partition)), 30, f"kill {kill}: partition {partition}'s leader")
                 before = producer.acked_count
                 killed_at = time.monotonic()
                 cluster.brokers[victim].kill()
