@@ -379,13 +379,20 @@ class AdminClient:
         while True:
             body = self._any().call(METADATA, {"topics": [], "allow_auto_topic_creation": False})
             controller = next((b for b in body.brokers if b.node_id == body.controller_id), None)
-            conn = self.connection(controller.host, int(controller.port)) if controller is not None else self._any()
-            body = conn.call(api_key, data)
-            code = next((c for c in codes_of(body) if c in _CONTROLLER_RETRIABLE), None)
-            if code is None:
-                return body
-            if time.monotonic() + backoff > deadline:
-                raise KafkaErrorResponse(code, f"{api_name(api_key)} (gave up after {self.timeout:g} s)")
+            try:
+                conn = self.connection(controller.host, int(controller.port)) if controller is not None else self._any()
+                body = conn.call(api_key, data)
+            except AdminError:
+                # A controller that just died stays named until its ZooKeeper session expires.
+                if controller is None or time.monotonic() + backoff > deadline:
+                    raise
+                self._drop(controller.host, int(controller.port))
+            else:
+                code = next((c for c in codes_of(body) if c in _CONTROLLER_RETRIABLE), None)
+                if code is None:
+                    return body
+                if time.monotonic() + backoff > deadline:
+                    raise KafkaErrorResponse(code, f"{api_name(api_key)} (gave up after {self.timeout:g} s)")
             time.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
 
