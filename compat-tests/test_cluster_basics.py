@@ -193,3 +193,36 @@ def test_requests_of_an_older_controller_epoch_are_refused(cluster):
                       "live_brokers": []}
             assert admin._any().call(6, update, version=8).error_code == 11
     assert ck.partitions(cluster, "fenced") == before
+
+
+def test_a_joining_brokers_first_metadata_names_the_cluster(cluster):
+    """A broker answers Metadata only once the controller has told it the cluster: a client that
+    asks the moment it listens (librdkafka's admin client looking for the controller) learns every
+    broker and the controller, never an empty cluster."""
+    import socket
+    import struct
+    import time
+
+    from kbroker.wire.protocol import decode_response, encode_request
+
+    joining = cluster.add_broker(4, wait=False)
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # connect the moment the listener is up
+            assert time.monotonic() < deadline and joining.running, joining.log_tail()
+            try:
+                s = socket.create_connection((joining.host, joining.port), timeout=30)
+                break
+            except OSError:
+                time.sleep(0.005)
+        with s:
+            s.sendall(encode_request(3, 12, 1, "first-metadata", {"topics": [], "allow_auto_topic_creation": False,
+                                                                 "include_topic_authorized_operations": False}))
+            stream = s.makefile("rb")
+            size = struct.unpack(">i", stream.read(4))[0]
+            _, body = decode_response(3, 12, stream.read(size))
+        assert sorted(b.node_id for b in body.brokers) == [1, 2, 3, 4]
+        assert body.controller_id in (1, 2, 3)
+    finally:
+        joining.stop(30)
+        del cluster.brokers[4]

@@ -198,3 +198,51 @@ def test_topic_deleted_while_a_replica_is_down_leaves_no_stray_log(cluster):
                 30, "the returning broker drops its stray logs of the deleted topic")
     ck.wait_for(lambda: 3 in ck.partitions(cluster, "kept", via=1)[0]["isr"], 30, "kept's replica back in sync")
     assert (down.data_dir / "data" / "kept-0").is_dir()
+
+
+def test_answers_keep_request_order_while_acks_all_waits(cluster):
+    """An acks=all answer waits for the ISR while the connection reads on (the next produce is
+    appended meanwhile): the answers still leave in request order, with the right offsets."""
+    import socket
+    import struct
+
+    from kbroker.wire.protocol import decode_response, encode_request
+    from kbroker.wire.records import Record, build_batch
+
+    ck.create_topic(cluster, "ordered", 1, 2)
+    leader = ck.leader_of(cluster, "ordered")
+    follower = next(b for b in ck.partitions(cluster, "ordered")[0]["replicas"] if b != leader)
+
+    def produce(acks: int, value: bytes) -> dict:
+        batch = build_batch([Record(offset=0, timestamp=int(time.time() * 1000), key=None, value=value, headers=())])
+        return {"transactional_id": None, "acks": acks, "timeout": 30000,
+                "topic_data": [{"name": "ordered", "partition_data": [{"index": 0, "records": batch}]}]}
+
+    requests = [(0, 9, produce(-1, b"first")), (3, 12, {"topics": [{"name": "ordered", "topic_id": None}],
+                                                         "allow_auto_topic_creation": False,
+                                                         "include_topic_authorized_operations": False}),
+                (0, 9, produce(1, b"second"))]
+    cluster.brokers[follower].pause()  # the ISR cannot grow past the leader until it shrinks
+    try:
+        host, port = cluster.brokers[leader].address.rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=60) as s:
+            t0 = time.monotonic()
+            s.sendall(b"".join(encode_request(key, version, corr, "order-test", body)
+                               for corr, (key, version, body) in enumerate(requests, 1)))
+            answers = []
+            stream = s.makefile("rb")
+            for key, version, _ in requests:
+                size = struct.unpack(">i", stream.read(4))[0]
+                answers.append((time.monotonic() - t0, *decode_response(key, version, stream.read(size))))
+    finally:
+        cluster.brokers[follower].resume()
+    assert [corr for _, corr, _ in answers] == [1, 2, 3]
+    first, second = answers[0][2].responses[0].partition_responses[0], answers[2][2].responses[0].partition_responses[0]
+    assert (first.error_code, first.base_offset) == (0, 0)
+    assert (second.error_code, second.base_offset) == (0, 1)
+    # the acks=all answer came only after the ISR shrank, and nothing behind it overtook it
+    assert answers[0][0] >= 2.0
+    ck.wait_for(lambda: sorted(ck.partitions(cluster, "ordered")[0]["isr"]) == sorted([leader, follower]), 60,
+                "the resumed follower back in the ISR")
+    read = ck.read_all(ck.live_bootstrap(cluster), "ordered", 1)
+    assert [v for _, v in read[0]] == [b"first", b"second"]

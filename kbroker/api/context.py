@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from kbroker.wire.protocol import RequestHeader
 
@@ -20,3 +20,11 @@ class RequestContext:
     @property
     def version(self) -> int:
         return self.header.api_version
+
+
+@dataclass(frozen=True, slots=True)
+class Deferred:
+    """A handler's answer that is ready only after a wait (acks=all until the ISR has the batch):
+    the connection reads its next request meanwhile and answers in request order, so a client's
+    pipelined produce requests are appended while earlier ones replicate."""
+    complete: Callable[[], Awaitable[Any]]

@@ -29,7 +29,7 @@ from kbroker.api import (
     produce,
     topics,
 )
-from kbroker.api.context import RequestContext
+from kbroker.api.context import Deferred, RequestContext
 from kbroker.errors import ErrorCode, error_code_of
 from kbroker.wire.fetch_response import encode_fetch_response
 from kbroker.wire.metadata_response import encode_metadata_response
@@ -96,9 +96,10 @@ DISPATCH: dict[int, ApiSpec] = {
 }
 
 
-async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | list | None:
-    """Answer one request frame: response bytes, None for no response (acks=0), or for Fetch a
-    list of chunks (bytes and file ranges the server sends with sendfile).
+async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | list | Deferred | None:
+    """Answer one request frame: response bytes, None for no response (acks=0), for Fetch a
+    list of chunks (bytes and file ranges the server sends with sendfile), or a Deferred whose
+    complete() gives one of those after a wait the connection need not sit through.
 
     Raises ProtocolError when the connection must be closed.
     """
@@ -115,13 +116,25 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | l
     else:
         request = decode_request(header, frame, body_offset)
     ctx = RequestContext(header, broker, client_host)
+    data = await _answer(spec, header, spec.handler(ctx, request))
+    if isinstance(data, Deferred):
+        async def complete() -> bytes | list | None:
+            return _encode(header, await _answer(spec, header, data.complete()))
+        return Deferred(complete)
+    return _encode(header, data)
+
+
+async def _answer(spec: "ApiSpec", header, pending: Awaitable[Any]) -> Any:
     try:
-        data = await spec.handler(ctx, request)
+        return await pending
     except Exception as exc:  # tier 3: the whole request failed
         code = error_code_of(exc)
         if code == ErrorCode.unknown_server_error:
             logger.exception("unexpected error handling %s v%d", spec.name, header.api_version)
-        data = _error_response(header, code)
+        return _error_response(header, code)
+
+
+def _encode(header, data: Any) -> bytes | list | None:
     if data is None:
         return None
     if header.api_key == FETCH_KEY:

@@ -8,6 +8,8 @@ from kbroker.metadata.store import TopicInfo
 
 NO_AUTHORIZED_OPERATIONS = -2147483648
 
+FIRST_UPDATE_WAIT_S = 5.0  # how long Metadata on a just-started broker waits for the controller's view
+
 
 def topic_metadata(ctx: RequestContext, info: TopicInfo) -> dict:
     if ctx.broker.cluster:
@@ -68,6 +70,8 @@ def _error_topic(name: str | None, code: ErrorCode, topic_id=None) -> dict:
 async def handle(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
     metadata = broker.metadata
+    if broker.cluster:
+        await metadata.wait_for_first_update(FIRST_UPDATE_WAIT_S)
     requested = request.topics
     if ctx.version == 0 and not requested:
         requested = None  # v0: an empty list means every topic

@@ -2,8 +2,8 @@
 
 acks=0 gets no response at all; per-partition failures are answered in that partition's entry.
 acks=all answers a partition once every ISR member has its batch (the high watermark passed it);
-all partitions of a request are appended first, then waited for together, and other connections
-are never held up by the wait.
+all partitions of a request are appended first, then waited for together; the wait is Deferred,
+so the connection appends the client's next requests meanwhile (answers keep request order).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 
 import trio
 
-from kbroker.api.context import RequestContext
+from kbroker.api.context import Deferred, RequestContext
 from kbroker.errors import (
     ErrorCode,
     InvalidRecordError,
@@ -70,17 +70,24 @@ async def handle(ctx: RequestContext, request) -> dict | None:
         partitions = [await produce_partition(ctx, topic.name, p.index, p.records, acks, waits)
                       for p in topic.partition_data]
         responses.append({"name": topic.name, "partition_responses": partitions})
-    if waits:
-        await _wait_for_isr(ctx, request, responses, waits)
     if acks == 0:
         return None
-    return {"responses": responses, "throttle_time": 0}
+    data = {"responses": responses, "throttle_time": 0}
+    if not waits:
+        return data
 
-
-async def _wait_for_isr(ctx: RequestContext, request, responses: list[dict], waits: list) -> None:
-    """acks=all in a cluster: each partition's answer waits until its ISR has the batch."""
-    rm = ctx.broker.replica_manager
     deadline = trio.current_time() + max(to_ms(request.timeout), 0) / 1000
+
+    async def replicated() -> dict:
+        await _wait_for_isr(ctx, deadline, responses, waits)
+        return data
+    return Deferred(replicated)
+
+
+async def _wait_for_isr(ctx: RequestContext, deadline: float, responses: list[dict], waits: list) -> None:
+    """acks=all in a cluster: each partition's answer waits until its ISR has the batch (or the
+    request's timeout, counted from its arrival, runs out)."""
+    rm = ctx.broker.replica_manager
     entries = {(t["name"], p["index"]): p for t in responses for p in t["partition_responses"]}
     for partition, required, index in waits:
         code = await rm.wait_for_replication(partition, required, max(deadline - trio.current_time(), 0))

@@ -63,6 +63,7 @@ class ClusterMetadataStore:
         self._configs: dict[str, dict[str, str]] = {}
         self._listeners: list[MetadataListener] = []
         self._changed = trio.Event()
+        self.first_update = trio.Event()  # set by the first UpdateMetadata from a controller
         self._last_config_change = ""
 
     # -- start-up -----------------------------------------------------------------------------------
@@ -151,6 +152,13 @@ class ClusterMetadataStore:
         state = self.partition_state(topic, partition)
         return None if state is None else self._brokers.get(state.leader)
 
+    async def wait_for_first_update(self, timeout_s: float) -> None:
+        """A broker that has just joined knows no brokers or controller until the controller's first
+        UpdateMetadata (a few ms after registration); a client asking then would learn nothing and
+        librdkafka's admin client waits for a controller it never hears of, so Metadata waits."""
+        with trio.move_on_after(timeout_s):
+            await self.first_update.wait()
+
     async def wait_for_change(self, timeout_s: float) -> None:
         with trio.move_on_after(timeout_s):
             await self._changed.wait()
@@ -196,6 +204,7 @@ class ClusterMetadataStore:
                     missing.append(name)
         self._changed.set()
         self._changed = trio.Event()
+        self.first_update.set()
         return missing
 
     def _refresh_topic(self, name: str) -> None:

@@ -1,7 +1,8 @@
 """The trio server: listeners, one task per connection, graceful drain. The only socket I/O.
 
-Each connection handles one request at a time, so responses go out in request order as Kafka's
-clients expect. On shutdown the listeners close first, idle connections are closed, busy ones
+Each connection handles one request at a time and answers in request order, as Kafka's clients
+expect; an answer that waits for replication (acks=all) is Deferred to the connection's writer
+task, so the next requests are read and appended meanwhile. On shutdown the listeners close first, idle connections are closed, busy ones
 finish their current request (bounded by shutdown.timeout.ms), then storage is flushed.
 """
 
@@ -15,6 +16,7 @@ from typing import Any
 
 import trio
 
+from kbroker.api.context import Deferred
 from kbroker.api.dispatch import handle_frame
 from kbroker.broker import Broker
 from kbroker.config import BrokerConfig
@@ -116,12 +118,21 @@ async def _sendfile(sock, file_range) -> None:
         remaining -= sent
 
 
+MAX_DEFERRED = 16  # answers a connection may owe before it stops reading (acks=all waits)
+
+
 class _Connection:
-    __slots__ = ("scope", "busy")
+    __slots__ = ("scope", "handling", "owed", "to_writer")
 
     def __init__(self) -> None:
         self.scope = trio.CancelScope()
-        self.busy = False
+        self.handling = False
+        self.owed = 0  # answers queued for the writer task, not yet sent
+        self.to_writer: trio.MemorySendChannel | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.handling or self.owed > 0
 
 
 class KafkaServer:
@@ -157,8 +168,6 @@ class KafkaServer:
         conn = _Connection()
         self._connections.add(conn)
         decoder = FrameDecoder(self.config.get("socket.request.max.bytes"))
-        reusable: bytearray | None = None  # fresh large buffers cost page faults; one is kept
-        chunk = self._receive_buffer
         sock = stream.socket
         try:
             peer = sock.getpeername()[0]
@@ -166,38 +175,77 @@ class KafkaServer:
             peer = ""
         try:
             with conn.scope:
-                while not self._shutting_down:
-                    frame = decoder.next_frame()
-                    if frame is None:
-                        if decoder.bytes_wanted > LARGE_FRAME and decoder.buffered >= 4:
-                            frame = await _receive_rest(sock, *decoder.begin_frame_into(reusable))
-                            if frame is None:
-                                return
-                            if isinstance(frame, bytearray) and len(frame) <= REUSE_LIMIT:
-                                reusable = frame  # kept for this connection's next large frame
-                        else:
-                            got = await _recv_into(sock, chunk, idle_timeout if idle_timeout > 0 else float("inf"))
-                            if not got:
-                                return  # closed by the peer, or idle for connections.max.idle.ms
-                            decoder.receive_data(chunk[:got])
-                            continue
-                    conn.busy = True
-                    with trio.CancelScope(shield=self._shutting_down):
-                        response = await handle_frame(self.broker, frame, peer)
-                        if response is not None:
-                            await send_response(sock, response)
-                    conn.busy = False
-                    await trio.lowlevel.checkpoint()  # one yield per request: other connections get their turn
+                async with trio.open_nursery() as writer:
+                    try:
+                        await self._guarded(conn, peer, self._read_requests(conn, writer, decoder, sock, peer,
+                                                                            idle_timeout))
+                    finally:
+                        if conn.to_writer is not None:
+                            conn.to_writer.close()  # the writer sends what is owed, then ends
+        finally:
+            self._connections.discard(conn)
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    @staticmethod
+    async def _guarded(conn: _Connection, peer: str, work) -> None:
+        """Run a connection's reader or writer; whatever ends it ends the connection, never the broker."""
+        try:
+            await work
+            return
         except (FrameError, ProtocolError) as exc:
             logger.info("closing connection from %s: %s", peer, exc)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
         except Exception:  # a bug must cost one connection, never the broker
             logger.exception("closing connection from %s after an internal error", peer)
-        finally:
-            self._connections.discard(conn)
-            with trio.CancelScope(shield=True):
-                await stream.aclose()
+        conn.scope.cancel()
+
+    async def _read_requests(self, conn: _Connection, writer: trio.Nursery, decoder: FrameDecoder, sock,
+                             peer: str, idle_timeout: float) -> None:
+        reusable: bytearray | None = None  # fresh large buffers cost page faults; one is kept
+        chunk = self._receive_buffer
+        while not self._shutting_down:
+            frame = decoder.next_frame()
+            if frame is None:
+                if decoder.bytes_wanted > LARGE_FRAME and decoder.buffered >= 4:
+                    frame = await _receive_rest(sock, *decoder.begin_frame_into(reusable))
+                    if frame is None:
+                        return
+                    if isinstance(frame, bytearray) and len(frame) <= REUSE_LIMIT:
+                        reusable = frame  # kept for this connection's next large frame
+                else:
+                    got = await _recv_into(sock, chunk, idle_timeout if idle_timeout > 0 else float("inf"))
+                    if not got:
+                        return  # closed by the peer, or idle for connections.max.idle.ms
+                    decoder.receive_data(chunk[:got])
+                    continue
+            conn.handling = True
+            with trio.CancelScope(shield=self._shutting_down):
+                response = await handle_frame(self.broker, frame, peer)
+                if isinstance(response, Deferred) or conn.owed:
+                    await self._owe(conn, writer, sock, peer, response)
+                elif response is not None:
+                    await send_response(sock, response)
+            conn.handling = False
+            await trio.lowlevel.checkpoint()  # one yield per request: other connections get their turn
+
+    async def _owe(self, conn: _Connection, writer: trio.Nursery, sock, peer: str, response) -> None:
+        """Queue an answer behind the ones still owed; the writer sends them in request order."""
+        if conn.to_writer is None:
+            conn.to_writer, receive = trio.open_memory_channel(MAX_DEFERRED)
+            writer.start_soon(self._guarded, conn, peer, self._write_answers(conn, sock, receive))
+        conn.owed += 1
+        await conn.to_writer.send(response)
+
+    @staticmethod
+    async def _write_answers(conn: _Connection, sock, receive: trio.MemoryReceiveChannel) -> None:
+        async for response in receive:
+            if isinstance(response, Deferred):
+                response = await response.complete()
+            if response is not None:
+                await send_response(sock, response)
+            conn.owed -= 1
 
     async def _periodic(self, interval: float, job) -> None:
         while True:
