@@ -162,8 +162,8 @@ class Cluster:
                 return False
         return True
 
-    def wait(self, condition: Callable[[], bool], timeout: float, what: str) -> float:
-        """Poll condition() every 50 ms until true; return the seconds it took."""
+    def wait(self, condition: Callable[[], bool], timeout: float, what: str, interval: float = 0.05) -> float:
+        """Poll condition() every `interval` s until true; return the seconds it took."""
         t0 = time.perf_counter()
         last = None
         while time.perf_counter() - t0 < timeout:
@@ -172,7 +172,7 @@ class Cluster:
                     return time.perf_counter() - t0
             except Exception as exc:  # noqa: BLE001 - a broker mid-failover; ask again
                 last = exc
-            time.sleep(0.05)
+            time.sleep(interval)
         raise TimeoutError(f"cluster: no {what} after {timeout:.0f} s (last error: {last!r})\n{self.log_tails()}")
 
     def create(self, label: str, partitions: int, rf: int, config: dict,

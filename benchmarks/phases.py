@@ -28,11 +28,12 @@ class Scale:
     restarts: int = 3
     connections: int = 1000
     requests: int = 5_000
+    cluster_topics: int = 30  # x 100 partitions at RF 3 in the cluster3k phase
 
     @classmethod
     def quick(cls) -> "Scale":
         return cls(messages=20_000, e2e_messages=2_000, latency_messages=1_000, meta_topics=10,
-                   meta_partitions=100, metadata_repeats=3, restarts=1, connections=200, requests=500)
+                   meta_partitions=100, metadata_repeats=3, restarts=1, connections=200, requests=500, cluster_topics=6)
 
 
 @dataclass
@@ -377,6 +378,14 @@ def phase_cluster(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_cluster3k(ctx: Ctx) -> list[dict]:
+    """ZooKeeper + three brokers holding 3,000 partitions at RF 3: controller failover and a full
+    cluster restart (benchmarks/cluster_scale.py)."""
+    from benchmarks.cluster_scale import phase_cluster_scale as run
+
+    return run(ctx)
+
+
 PHASES = {
     "produce": phase_produce,
     "consume": phase_consume,
@@ -388,7 +397,8 @@ PHASES = {
     "durability": phase_durability,
     "partitions10k": phase_partitions10k,
     "cluster": phase_cluster,
+    "cluster3k": phase_cluster3k,
 }
-REPEATABLE = {"produce", "consume", "partitions100", "requests", "e2e", "latency", "durability", "cluster"}
+REPEATABLE = {"produce", "consume", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "cluster3k"}
 # left out of --quick and of runs against --bootstrap unless named in --only
-OPT_IN = {"cluster"}
+OPT_IN = {"cluster", "cluster3k"}

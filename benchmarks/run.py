@@ -53,6 +53,8 @@ TARGETS = {
     "cluster.memory": [("rss_mb", "<", 300, "3 brokers < 300 MB (Kafka 1.27 GB)")],
     "cluster.failover": [("failover_s", "<=", "failover_target_s", "≤ session timeout + 1 s")],
     "cluster.shutdown": [("max_gap_s", "<=", 1.0, "longest ack gap ≤ 1 s")],
+    "cluster3k.controller": [("served_s", "<=", 10, "elected and served ≤ 10 s")],
+    "cluster3k.restart": [("served_s", "<=", 20, "serving ≤ 20 s")],
 }
 # key -> Kafka 3.8's figure for a run the issue sets no target for (shown in the target column)
 REFERENCES = {
@@ -243,6 +245,15 @@ def describe(row: dict) -> str:
         return (f"longest ack gap {_f(m.get('max_gap_s', 0) * 1000, '{:.0f}')} ms (before: "
                 f"{_f((m.get('baseline_max_gap_s') or 0) * 1000, '{:.0f}')} ms); {_f(m.get('moved_partitions'), '{:.0f}')} "
                 f"leaders moved; broker stopped in {_f(m.get('shutdown_s'), '{:.2f}')} s; {_f(m.get('lost'), '{:.0f}')} lost")
+    if kind == "recovery":
+        s = (f"all leaders elected {_f(m.get('elected_s'), '{:.2f}')} s, every partition served "
+             f"{_f(m.get('served_s'), '{:.2f}')} s")
+        if "rejoin_s" in m:
+            s += (f" (session timeout {_f(m.get('session_timeout_s'), '{:.0f}')} s; {_f(m.get('leaders_moved'), '{:.0f}')}"
+                  f" leaders moved); back in every ISR {_f(m.get('rejoin_s'))} s after restart")
+        if "isr_s" in m:
+            s += f"; every ISR full {_f(m.get('isr_s'))} s; stop took {_f(m.get('stop_s'))} s"
+        return s
     if kind == "error":
         return m.get("error", "")[:100]
     return json.dumps(m)[:100]
@@ -351,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
                     results.setdefault(r["key"], r)
         for key, metric_runs in runs.items():
             results[key]["metrics"] = merge(metric_runs)
-        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster") for p in args.phases)
+        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "cluster3k") for p in args.phases)
         if ctx.stats is not None and main_used:
             mem = ctx.stats.memory_mb()
             results["memory"] = {"key": "memory", "phase": "memory", "name": "broker after all phases",

@@ -59,6 +59,7 @@ class LeaderEpochCache:
         """A cache backed by `path` holding `entries` (nothing is read or written here)."""
         self.path = Path(path)
         self._entries = [EpochEntry(*e) for e in entries]
+        self.unsynced = False  # written without fsync since the last durable write
         for prev, cur in zip(self._entries, self._entries[1:]):
             if cur.epoch <= prev.epoch or cur.start_offset <= prev.start_offset:
                 raise ValueError(f"epoch entries must strictly increase: {prev} then {cur}")
@@ -129,7 +130,7 @@ class LeaderEpochCache:
 
     # --- changes ----------------------------------------------------------------------------------
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, sync: bool = True) -> bool:
         """Record that `epoch` starts at `start_offset`; True if the cache changed.
 
         The latest epoch again, at or after its start, changes nothing: an epoch's start never
@@ -144,7 +145,7 @@ class LeaderEpochCache:
         while entries and (entries[-1].epoch >= epoch or entries[-1].start_offset >= start_offset):
             entries.pop()
         entries.append(EpochEntry(epoch, start_offset))
-        self.flush()
+        self.flush(sync)
         return True
 
     def truncate_from_end(self, end_offset: int) -> bool:
@@ -172,10 +173,16 @@ class LeaderEpochCache:
         self._entries.clear()
         self.flush()
 
-    def flush(self) -> None:
+    def flush(self, sync: bool = True) -> None:
         lines = [str(_VERSION), str(len(self._entries))]
         lines.extend(f"{e.epoch} {e.start_offset}" for e in self._entries)
-        write_atomically(self.path, ("\n".join(lines) + "\n").encode("ascii"))
+        write_atomically(self.path, ("\n".join(lines) + "\n").encode("ascii"), sync)
+        self.unsynced = not sync
+
+    def sync(self) -> None:
+        """Make a checkpoint written without fsync durable (the log calls this when it flushes)."""
+        if self.unsynced:
+            self.flush()
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self.path.parent.name}, {[tuple(e) for e in self._entries]})"

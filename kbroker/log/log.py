@@ -296,15 +296,21 @@ class Log:
         # also lag the log start.
         cache.truncate_from_end(self.log_end_offset)
         cache.truncate_from_start(self.log_start_offset)
+        # An entry written without fsync may be missing after a machine crash while its batches,
+        # past the recovery point, survived: Kafka's segment recovery re-assigns them the same way.
+        latest = cache.latest_epoch
+        for epoch, start in self._leader_epochs_from_log(max(self.recovery_point, self.log_start_offset),
+                                                         -1 if latest is None else latest):
+            cache.assign(epoch, start)
         self.leader_epoch_cache = cache
 
-    def _leader_epochs_from_log(self) -> list[tuple[int, int]]:
-        """(epoch, start offset) at each rise of the batches' leader epoch from the log start on
-        (Kafka's recovery rule: only an epoch above the latest counts, -1 never does). Epochs never
-        fall along a log, so a segment whose first and last batches share one is not scanned."""
-        start = self.log_start_offset
+    def _leader_epochs_from_log(self, start: int | None = None, latest: int = -1) -> list[tuple[int, int]]:
+        """(epoch, start offset) at each rise of the batches' leader epoch above `latest` from
+        `start` (default the log start) on (Kafka's recovery rule: only an epoch above the latest
+        counts, -1 never does). Epochs never fall along a log, so a segment whose first and last
+        batches share one is not scanned."""
+        start = self.log_start_offset if start is None else start
         out: list[tuple[int, int]] = []
-        latest = -1
         for seg in self.segments[max(bisect_right(self._bases, start) - 1, 0):]:
             pos = 0
             if start > seg.base_offset:
@@ -494,9 +500,9 @@ class Log:
         last_offset = expected - 1
         now = self._now_ms()
         cache = self.leader_epoch_cache
-        for _pos, h in batches:  # the epochs the leader stamped; before the data, as above
-            if h.partition_leader_epoch >= 0:
-                cache.assign(h.partition_leader_epoch, h.base_offset)
+        for _pos, h in batches:  # the epochs the leader stamped; before the data, as above (synced
+            if h.partition_leader_epoch >= 0:  # with the log: recovery re-reads them from the batches)
+                cache.assign(h.partition_leader_epoch, h.base_offset, sync=False)
         self._write(buf, total, first_offset, last_offset, max_ts, offset_of_max_ts, now)
         for info in updates.values():
             psm.update(info)
@@ -820,6 +826,7 @@ class Log:
                 self._dir_dirty = False
             if target > self.recovery_point:
                 self.recovery_point = target
+        self.leader_epoch_cache.sync()
         self.last_flush_ms = self._now_ms()
 
     def _segments_to_flush(self, target: int) -> list[LogSegment]:
@@ -847,6 +854,7 @@ class Log:
             return
         if plan.target > self.recovery_point:
             self.recovery_point = plan.target
+        self.leader_epoch_cache.sync()
         self.last_flush_ms = self._now_ms()
 
     def close(self) -> None:

@@ -99,8 +99,10 @@ class Partition:
         self.pending_isr = None
         if new_epoch:
             self.leader_epoch_start_offset = self.log.log_end_offset
-            # OffsetForLeaderEpoch must know where this epoch starts before anything is appended in it
-            self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+            # OffsetForLeaderEpoch must know where this epoch starts before anything is appended in
+            # it. Not fsynced (thousands of partitions change leader at once in a failover): the
+            # log's next flush syncs it, and recovery re-reads epochs from the unflushed batches.
+            self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset, sync=False)
             # followers are unknown until they fetch; ISR members count as caught up from now
             self.followers = {r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0)
                               for r in replicas if r != self.node_id}

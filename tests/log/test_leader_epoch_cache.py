@@ -471,6 +471,36 @@ def test_crash_that_loses_data_truncates_the_cache(tmp_path):
     assert entries(reopened.leader_epoch_cache) == [(1, 0), (2, 5)] == checkpoint_of(reopened)
 
 
+def test_epochs_written_without_fsync_are_synced_by_the_next_log_flush(tmp_path):
+    """A new leader's epoch entry is written without fsync (a failover moves thousands at once);
+    the log's next flush makes it durable."""
+    log = open_log(tmp_path)
+    append(log, 2, leader_epoch=1)
+    assert not log.leader_epoch_cache.unsynced
+    log.leader_epoch_cache.assign(2, log.log_end_offset, sync=False)
+    assert log.leader_epoch_cache.unsynced and checkpoint_of(log) == [(1, 0), (2, 2)]
+    log.flush()
+    assert not log.leader_epoch_cache.unsynced
+
+
+def test_unsynced_epochs_lost_in_a_machine_crash_come_back_from_the_unflushed_batches(tmp_path):
+    """Lost entries can only be of epochs past the recovery point (every flush syncs the cache);
+    recovery re-reads those from the batches, as Kafka's segment recovery does."""
+    log = open_log(tmp_path)
+    append(log, 3, leader_epoch=1)
+    log.flush()
+    flushed = log.recovery_point
+    for epoch in (2, 2, 5):
+        log.leader_epoch_cache.assign(epoch, log.log_end_offset, sync=False)
+        append(log, 2, leader_epoch=epoch)
+    for s in log.segments:
+        s.close_handlers()
+    (log.dir / LEADER_EPOCH_CHECKPOINT).write_bytes(b"0\n1\n1 0\n")  # what the disk kept
+    reopened = open_log(tmp_path, recovery_point=flushed)
+    assert entries(reopened.leader_epoch_cache) == [(1, 0), (2, 3), (5, 7)] == epoch_starts(reopened)
+    assert reopened.end_offset_for_epoch(1) == (1, 3)
+
+
 @pytest.mark.parametrize("damage", ["missing", "corrupt", "empty"])
 def test_missing_or_corrupt_checkpoint_is_rebuilt_from_the_log(tmp_path, damage):
     log = open_log(tmp_path)
