@@ -25,6 +25,7 @@ async def leader_and_isr(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
     await broker.metadata.load_configs([t.topic_name for t in request.topic_states])  # logs need them
     errors = await broker.replica_manager.become_leader_or_follower(request)
+    broker.metadata.note_leader_and_isr(request)
     return {"error_code": ErrorCode.none, "topics": [
         {"topic_id": t.topic_id, "partition_errors": [
             {"partition_index": p.partition_index, "error_code": errors.get((t.topic_name, p.partition_index),

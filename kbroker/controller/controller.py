@@ -626,6 +626,7 @@ class KafkaController:
         if broker_epoch not in (-1, broker.epoch):
             return ErrorCode.stale_broker_epoch, []
         ctx.shutting_down.add(broker_id)
+        led_before = set(ctx.partitions_led_by(broker_id))
         planned = {}
         for tp in ctx.partitions_on(broker_id):
             state = ctx.states.get(tp)
@@ -637,7 +638,9 @@ class KafkaController:
                 planned[tp] = new
         changed = await self._write_states(planned)
         self._announce(changed)
-        followed = [tp for tp in changed if ctx.states[tp].leader != broker_id]
+        # Kafka's rule: only replicas it followed stop; those it led stay, as followers, so it can
+        # still name the new leader to a producer that has not heard yet (KIP-951)
+        followed = [tp for tp in changed if ctx.states[tp].leader != broker_id and tp not in led_before]
         if followed:
             self._send(broker, req.STOP_REPLICA, req.stop_replica(ctx, self.broker_id, broker, followed, False))
         remaining = [tp for tp in ctx.partitions_led_by(broker_id) if len(ctx.replicas(tp)) > 1]

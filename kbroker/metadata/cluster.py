@@ -171,6 +171,21 @@ class ClusterMetadataStore:
         self.controller_epoch = epoch
         self.controller_id = controller_id
 
+    def note_leader_and_isr(self, request: Any) -> None:
+        """A LeaderAndIsr's newer leaders go into the cache at once (the UpdateMetadata that
+        follows says the same a moment later): a client asking right after this broker changed
+        role must not be sent back to the old leader."""
+        for topic in request.topic_states:
+            partitions = self._partitions.get(topic.topic_name)
+            if not partitions:
+                continue
+            for p in topic.partition_states:
+                cached = partitions.get(p.partition_index)
+                if cached is not None and p.leader_epoch > cached.leader_epoch:
+                    partitions[p.partition_index] = PartitionMetadata(
+                        p.leader, p.leader_epoch, tuple(p.isr), tuple(p.replicas),
+                        tuple(r for r in p.replicas if r not in self._brokers), p.partition_epoch)
+
     def apply_update_metadata(self, request: Any) -> list[str]:
         """Apply an UpdateMetadata request; returns the topics whose configs must still be loaded."""
         self.check_controller_epoch(request.controller_id, request.controller_epoch)

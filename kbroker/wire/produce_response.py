@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from kbroker.wire.primitives import I32 as _I32, I64 as _I64, length as _length, string as _string
+from kbroker.wire.primitives import I32 as _I32, I64 as _I64, length as _length, string as _string, uvarint as _uvarint
 
 _BASE = struct.Struct(">ihq")  # index, error_code, base_offset
 
@@ -46,9 +46,25 @@ def encode_produce_response(version: int, correlation_id: int, data: dict[str, A
                 for e in errors:
                     out += _I32.pack(e["batch_index"]) + string(e.get("batch_index_error_message")) + tags
                 out += string(p.get("error_message"))
-            out += tags
+            leader = p.get("current_leader") if version >= 10 else None
+            if leader:
+                out += _tagged_field(0, _I32.pack(leader["leader_id"]) + _I32.pack(leader["leader_epoch"]) + b"\x00")
+            else:
+                out += tags
         out += tags
     if version >= 1:
         out += _I32.pack(data.get("throttle_time", 0))
-    out += tags
+    endpoints = data.get("node_endpoints") if version >= 10 else None
+    if endpoints:
+        body = bytearray(length(len(endpoints)))
+        for e in endpoints:
+            body += _I32.pack(e["node_id"]) + string(e["host"]) + _I32.pack(e["port"]) + string(e.get("rack")) + b"\x00"
+        out += _tagged_field(0, body)
+    else:
+        out += tags
     return _I32.pack(len(out)) + bytes(out)
+
+
+def _tagged_field(tag: int, value: bytes | bytearray) -> bytes:
+    """A tagged-fields section holding one field."""
+    return b"\x01" + _uvarint(tag) + _uvarint(len(value)) + bytes(value)

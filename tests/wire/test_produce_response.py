@@ -18,11 +18,35 @@ responses = st.fixed_dictionaries({
                 "batch_index_error_message": st.one_of(st.none(), st.text(max_size=10))}), max_size=2),
             "error_message": st.one_of(st.none(), st.text(max_size=30))}), max_size=4)}), max_size=3),
 })
+leaders = st.fixed_dictionaries({"leader_id": st.integers(0, 2**31 - 1), "leader_epoch": st.integers(0, 2**31 - 1)})
+endpoints = st.lists(st.fixed_dictionaries({
+    "node_id": st.integers(0, 2**31 - 1), "host": st.text(min_size=1, max_size=20), "port": st.integers(0, 65535),
+    "rack": st.one_of(st.none(), st.text(max_size=5))}), min_size=1, max_size=3)
+
+
+@st.composite
+def responses_with_leaders(draw):
+    """KIP-951: some partitions name their current leader, and the response the leaders' endpoints."""
+    data = draw(responses)
+    for topic in data["responses"]:
+        for p in topic["partition_responses"]:
+            if draw(st.booleans()):
+                p["current_leader"] = draw(leaders)
+    if draw(st.booleans()):
+        data["node_endpoints"] = draw(endpoints)
+    return data
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.integers(3, 11), st.integers(-(2**31), 2**31 - 1), responses)
 def test_matches_kio_byte_for_byte(version, correlation_id, data):
+    header = RequestHeader(0, version, correlation_id, None, version >= 9)
+    assert encode_produce_response(version, correlation_id, data) == encode_response(header, build_response(header, data))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(10, 11), st.integers(-(2**31), 2**31 - 1), responses_with_leaders())
+def test_current_leader_and_node_endpoints_match_kio(version, correlation_id, data):
     header = RequestHeader(0, version, correlation_id, None, version >= 9)
     assert encode_produce_response(version, correlation_id, data) == encode_response(header, build_response(header, data))
 
