@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from kbroker.admin.groups import add_groups_command, run_groups
+from kbroker.admin.reassign import add_reassign_command, run_reassign
 from kbroker.admin.topics import add_topics_command, run_topics
 from kbroker.config import BrokerConfig
 from kbroker.dev_cluster import add_dev_cluster_command, run_dev_cluster
@@ -40,12 +41,15 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument("--log-level", default="INFO")
     add_groups_command(sub)
     add_topics_command(sub)
+    add_reassign_command(sub)
     add_dev_cluster_command(sub)
     args = parser.parse_args(argv)
     if args.command == "groups":
         return run_groups(args)
     if args.command == "topics":
         return run_topics(args)
+    if args.command == "reassign":
+        return run_reassign(args)
     if args.command == "dev-cluster":
         return run_dev_cluster(args)
 

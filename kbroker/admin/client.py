@@ -32,6 +32,7 @@ CLIENT_ID = "kbroker-admin"
 LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8, 9, 10
 DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 32, 37, 44
+ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
 # The versions this client knows how to fill and read, per API: where a newer version changes the
@@ -50,6 +51,8 @@ CLIENT_VERSIONS = {
     CREATE_PARTITIONS: (0, 3),
     DESCRIBE_CONFIGS: (1, 4),  # v1 is the first with each config's source
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 TOPIC_METADATA_MIN_VERSION = 5  # the first Metadata version with offline replicas (topic ids from v10)
 RESOURCE_TOPIC = 2  # DescribeConfigs / IncrementalAlterConfigs resource type
@@ -449,6 +452,41 @@ class AdminClient:
         entry = _only_topic(body.results, name, "CreatePartitions")
         if entry.error_code != ErrorCode.none:
             raise KafkaErrorResponse(entry.error_code, f"CreatePartitions for topic {name!r}", entry.error_message)
+
+    def alter_partition_reassignments(self, moves: dict[tuple[str, int], list[int] | None]
+                                      ) -> dict[tuple[str, int], KafkaErrorResponse | None]:
+        """AlterPartitionReassignments: a replica list starts a move, None cancels one; each
+        partition's failure, or None where the controller took it."""
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, p), replicas in sorted(moves.items()):
+            by_topic.setdefault(topic, []).append({"partition_index": p, "replicas": replicas})
+        body = self._controller_call(ALTER_PARTITION_REASSIGNMENTS, {
+            "timeout": self._request_timeout_ms(),
+            "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}, lambda b: [b.error_code])
+        if body.error_code != ErrorCode.none:
+            raise KafkaErrorResponse(body.error_code, "AlterPartitionReassignments", body.error_message)
+        out: dict[tuple[str, int], KafkaErrorResponse | None] = {}
+        for t in body.responses:
+            for p in t.partitions:
+                out[(t.name, p.partition_index)] = None if p.error_code == ErrorCode.none else KafkaErrorResponse(
+                    p.error_code, f"{t.name}-{p.partition_index}", p.error_message)
+        return out
+
+    def list_partition_reassignments(self, partitions: Iterable[tuple[str, int]] | None = None
+                                     ) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+        """ListPartitionReassignments: (replicas, adding, removing) of each move in progress."""
+        topics = None
+        if partitions is not None:
+            wanted: dict[str, list[int]] = {}
+            for topic, p in partitions:
+                wanted.setdefault(topic, []).append(p)
+            topics = [{"name": t, "partition_indexes": ps} for t, ps in wanted.items()]
+        body = self._controller_call(LIST_PARTITION_REASSIGNMENTS, {"timeout": self._request_timeout_ms(),
+                                                                   "topics": topics}, lambda b: [b.error_code])
+        if body.error_code != ErrorCode.none:
+            raise KafkaErrorResponse(body.error_code, "ListPartitionReassignments", body.error_message)
+        return {(t.name, p.partition_index): (tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
+                for t in body.topics for p in t.partitions}
 
     def describe_topic_configs(self, names: Iterable[str]) -> dict[str, list[ConfigValue]]:
         """DescribeConfigs: every config of each topic with its value and source."""

@@ -51,7 +51,7 @@ async def stop_replica(ctx: RequestContext, request) -> dict:
         {"topic_name": t, "partition_index": p, "error_code": code} for (t, p), code in errors.items()]}
 
 
-def _controller(ctx: RequestContext):
+def controller_of(ctx: RequestContext):
     controller = ctx.broker.controller
     if controller is None or not controller.is_active:
         raise NotControllerError("This broker is not the controller.")
@@ -59,7 +59,7 @@ def _controller(ctx: RequestContext):
 
 
 async def controlled_shutdown(ctx: RequestContext, request) -> dict:
-    result = await _controller(ctx).submit(("controlled_shutdown", request.broker_id, request.broker_epoch))
+    result = await controller_of(ctx).submit(("controlled_shutdown", request.broker_id, request.broker_epoch))
     if isinstance(result, Exception):
         raise result if isinstance(result, KafkaError) else KafkaError(str(result))
     if isinstance(result, ErrorCode):
@@ -70,7 +70,7 @@ async def controlled_shutdown(ctx: RequestContext, request) -> dict:
 
 
 async def alter_partition(ctx: RequestContext, request) -> dict:
-    controller = _controller(ctx)
+    controller = controller_of(ctx)
     metadata = ctx.broker.metadata
     changes = []
     names = {}

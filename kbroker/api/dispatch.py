@@ -27,6 +27,7 @@ from kbroker.api import (
     offset_for_leader_epoch,
     offsets,
     produce,
+    reassignments,
     topics,
 )
 from kbroker.api.context import Deferred, RequestContext
@@ -90,6 +91,8 @@ DISPATCH: dict[int, ApiSpec] = {
     37: ApiSpec("CreatePartitions", 0, 3, topics.create_partitions),
     42: ApiSpec("DeleteGroups", 0, 2, groups.delete_groups),
     44: ApiSpec("IncrementalAlterConfigs", 0, 1, configs.incremental_alter_configs),
+    45: ApiSpec("AlterPartitionReassignments", 0, 0, reassignments.alter_partition_reassignments, cluster_only=True),
+    46: ApiSpec("ListPartitionReassignments", 0, 0, reassignments.list_partition_reassignments, cluster_only=True),
     47: ApiSpec("OffsetDelete", 0, 0, offsets.offset_delete),
     56: ApiSpec("AlterPartition", 2, 3, cluster.alter_partition, cluster_only=True),
     60: ApiSpec("DescribeCluster", 0, 1, describe_cluster.handle),

@@ -39,7 +39,8 @@ def leader_and_isr(ctx: ControllerContext, controller_id: int, broker: BrokerReg
             states.append({
                 "partition_index": p, "controller_epoch": state.controller_epoch, "leader": state.leader,
                 "leader_epoch": state.leader_epoch, "isr": list(state.isr), "partition_epoch": state.partition_epoch,
-                "replicas": ctx.replicas((topic, p)), "adding_replicas": [], "removing_replicas": [],
+                "replicas": ctx.replicas((topic, p)), "adding_replicas": ctx.adding((topic, p)),
+                "removing_replicas": ctx.removing((topic, p)),
                 "is_new": is_new, "leader_recovery_state": 0,
             })
         if states:

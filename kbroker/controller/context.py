@@ -31,6 +31,14 @@ class ControllerContext:
         topic = self.topics.get(tp[0])
         return list(topic.partitions.get(tp[1], [])) if topic else []
 
+    def adding(self, tp: TopicPartition) -> list[int]:
+        topic = self.topics.get(tp[0])
+        return list(topic.adding.get(tp[1], [])) if topic else []
+
+    def removing(self, tp: TopicPartition) -> list[int]:
+        topic = self.topics.get(tp[0])
+        return list(topic.removing.get(tp[1], [])) if topic else []
+
     def topic_id(self, topic: str) -> uuid.UUID | None:
         t = self.topics.get(topic)
         return t.topic_id if t else None

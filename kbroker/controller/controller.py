@@ -27,6 +27,7 @@ from kbroker.controller.context import (
     new_partition_state,
     preferred_leader_elections,
 )
+from kbroker.controller.moves import ReassignmentMixin
 from kbroker.errors import ErrorCode
 from kbroker.zookeeper import znodes as zk
 from kbroker.zookeeper.session import ZkSession
@@ -49,7 +50,7 @@ class _BrokerQueue:
         self.scope = trio.CancelScope()
 
 
-class KafkaController:
+class KafkaController(ReassignmentMixin):
     def __init__(self, broker_id: int, session: ZkSession, send_request: SendRequest, *,
                  unclean_leader_election: Callable[[str], bool], auto_leader_rebalance: bool = True,
                  imbalance_check_interval_s: float = 300.0, imbalance_percentage: int = 10) -> None:
@@ -177,6 +178,10 @@ class KafkaController:
             return await self._alter_partition(*args)
         if kind == "controlled_shutdown":
             return await self._controlled_shutdown(*args)
+        if kind == "alter_reassignments":
+            return await self._alter_reassignments(*args)
+        if kind == "list_reassignments":
+            return self.reassignments(*args)
         raise ValueError(kind)
 
     # -- election -----------------------------------------------------------------------------------
@@ -276,6 +281,7 @@ class KafkaController:
             if mine:
                 self._send(broker, req.LEADER_AND_ISR, req.leader_and_isr(ctx, self.broker_id, broker, mine))
         await self._on_topic_deletion()
+        await self._complete_moves(list(self.reassignments()))
         logger.info("controller %d ready: %d brokers, %d topics, %d partitions (%d states changed)", self.broker_id,
                     len(ctx.live_brokers), len(ctx.topics), len(ctx.states), len(changed))
 
@@ -384,6 +390,15 @@ class KafkaController:
                 done.add(tp)
         return done
 
+    async def _write_topic(self, assignment: zk.TopicAssignment) -> None:
+        """The topic znode, fenced by the controller epoch: a deposed controller's write fails."""
+        ctx = self._ctx()
+        try:
+            await self.session.call(self.zk.set_checked, zk.topic_path(assignment.topic), zk.encode_topic(assignment),
+                                    zk.CONTROLLER_EPOCH, ctx.epoch_zk_version)
+        except zk.BadVersionError:
+            raise ControllerMovedError("the controller epoch moved on") from None
+
     async def _controller_epoch_moved(self) -> bool:
         ctx = self._ctx()
         try:
@@ -468,6 +483,8 @@ class KafkaController:
                 ctx.live_brokers[broker_id] = current[broker_id]
                 self._open_queue(current[broker_id])
             await self._on_brokers_startup(new)
+        if dead or new:
+            await self._complete_moves(list(self.reassignments()))
 
     async def _on_brokers_failure(self, dead: set[int]) -> None:
         ctx = self._ctx()
@@ -616,6 +633,7 @@ class KafkaController:
         if changed:
             for broker in ctx.live_brokers.values():
                 self._send(broker, req.UPDATE_METADATA, req.update_metadata(ctx, self.broker_id, broker, changed))
+            await self._complete_moves(changed)
         return answers
 
     async def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[TopicPartition]]:

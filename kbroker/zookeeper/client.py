@@ -159,6 +159,16 @@ class ZkClient:
             if isinstance(result, Exception):
                 raise _translate(result)
 
+    def set_checked(self, path: str, data: bytes, check_path: str, check_version: int) -> None:
+        """Write `path` only while `check_path` is at `check_version` (one multi-op): how a
+        controller fences its writes with the controller epoch znode, as Kafka does."""
+        txn = self._kazoo.transaction()
+        txn.check(check_path, check_version)
+        txn.set_data(path, data)
+        for result in _call(txn.commit):
+            if isinstance(result, Exception):
+                raise _translate(result)
+
     # -- pipelined operations -----------------------------------------------------------------------
     def get_many(self, paths: list[str]) -> list[tuple[bytes, Stat] | None]:
         """Data and stat of each path (None where it does not exist), one round trip's latency."""
