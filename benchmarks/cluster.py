@@ -208,6 +208,29 @@ class Cluster:
         return time.perf_counter() - t0
 
 
+def run_phase(ctx: Ctx, phase: str, body: Callable[[Cluster, list[dict]], None]) -> list[dict]:
+    """A fresh cluster for `body`, which appends its rows; a failure keeps the rows measured before
+    it and adds an error row; the cluster is stopped and its brokers' logged problems noted."""
+    ctx.cluster_runs += 1
+    c = Cluster(ctx, ctx.base / f"{phase}-{ctx.cluster_runs}")
+    rows: list[dict] = []
+    try:
+        body(c, rows)
+    except Exception as exc:  # keep what was measured before the failure; the error is a row of its own
+        print(traceback.format_exc(), file=sys.stderr, flush=True)
+        first = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        rows.append(row(f"{phase}.error", phase, "FAILED", "error", {"error": first, "errors": 1}))
+        ctx.notes.append(f"{phase} {ctx.cluster_runs}: {first}")
+    finally:
+        c.stop()
+        for name, (count, lines) in c.log_problems().items():
+            if count:
+                key = f"{phase} {ctx.cluster_runs}, {name}"
+                ctx.log_problems[key] = lines
+                ctx.notes.append(f"{key} logged {count} ERROR/Traceback lines")
+    return rows
+
+
 # ---------------------------------------------------------------------------------------------
 def _name(partitions: int, rf: int, acks: str) -> str:
     return f"1 KiB, {partitions} part, RF={rf}{' min.insync=2' if rf == 3 else ''}, acks={acks}"
@@ -376,42 +399,29 @@ def _controlled_shutdown(ctx: Ctx, c: Cluster) -> dict:
 
 
 def phase_cluster(ctx: Ctx) -> list[dict]:
-    ctx.cluster_runs += 1
-    c = Cluster(ctx, ctx.base / f"cluster-{ctx.cluster_runs}")
-    rows: list[dict] = []
-    try:
-        setup = c.start()
-        setup["coordinator_s"] = c.make_group_coordinator()
-        setup["broker_settings"] = ", ".join(f"{k}={v}" for k, v in sorted(c.settings.items()))
-        print(f"  cluster: ZooKeeper + {BROKERS} brokers serving after {setup['start_s']:.1f} s, metadata on every "
-              f"broker after {setup['metadata_ready_s']:.1f} s more; session timeout {c.session_s:.0f} s", flush=True)
-        for suffix, partitions, rf, acks in PRODUCE_RUNS:
-            r, topic = _produce(ctx, c, suffix, partitions, rf, acks)
-            rows.append(r)
-            if suffix in CONSUMED and not r["metrics"]["aborted"] and not r["metrics"]["errors"]:
-                with Meter(c.group()) as meter:
-                    r = clients.consume_run(c.bootstrap, topic, partitions, ctx.deadline())
-                rows.append(row(f"cluster.consume.{suffix}", "cluster", f"consume {partitions} part RF=3, from earliest",
-                                "throughput", {**r, **meter.metrics(r["bytes"])}))
-            # measured topics go at once: with ~1 GB of them left in the page cache, the next run's
-            # writes cost the leader several times the kernel time (see docs/benchmarks.md)
-            c.drop([topic])
-        mem = c.group().memory_mb()
-        each = [ProcStats(b.proc.pid).memory_mb().get("rss_mb") for b in c.running.values()]
-        rows.append(row("cluster.memory", "cluster", f"{BROKERS} brokers after the produce and consume runs", "memory",
-                        {**mem, "rss_each_mb": ", ".join(f"{x:.0f}" for x in each if x is not None), **setup}))
-        rows.append(_failover(ctx, c))
-        rows.append(_controlled_shutdown(ctx, c))
-    except Exception as exc:  # keep what was measured before the failure; the error is a row of its own
-        print(traceback.format_exc(), file=sys.stderr, flush=True)
-        first = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        rows.append(row("cluster.error", "cluster", "FAILED", "error", {"error": first, "errors": 1}))
-        ctx.notes.append(f"cluster {ctx.cluster_runs}: {first}")
-    finally:
-        c.stop()
-        for name, (count, lines) in c.log_problems().items():
-            if count:
-                key = f"cluster {ctx.cluster_runs}, {name}"
-                ctx.log_problems[key] = lines
-                ctx.notes.append(f"{key} logged {count} ERROR/Traceback lines")
-    return rows
+    return run_phase(ctx, "cluster", lambda c, rows: _measure(ctx, c, rows))
+
+
+def _measure(ctx: Ctx, c: Cluster, rows: list[dict]) -> None:
+    setup = c.start()
+    setup["coordinator_s"] = c.make_group_coordinator()
+    setup["broker_settings"] = ", ".join(f"{k}={v}" for k, v in sorted(c.settings.items()))
+    print(f"  cluster: ZooKeeper + {BROKERS} brokers serving after {setup['start_s']:.1f} s, metadata on every "
+          f"broker after {setup['metadata_ready_s']:.1f} s more; session timeout {c.session_s:.0f} s", flush=True)
+    for suffix, partitions, rf, acks in PRODUCE_RUNS:
+        r, topic = _produce(ctx, c, suffix, partitions, rf, acks)
+        rows.append(r)
+        if suffix in CONSUMED and not r["metrics"]["aborted"] and not r["metrics"]["errors"]:
+            with Meter(c.group()) as meter:
+                r = clients.consume_run(c.bootstrap, topic, partitions, ctx.deadline())
+            rows.append(row(f"cluster.consume.{suffix}", "cluster", f"consume {partitions} part RF=3, from earliest",
+                            "throughput", {**r, **meter.metrics(r["bytes"])}))
+        # measured topics go at once: with ~1 GB of them left in the page cache, the next run's
+        # writes cost the leader several times the kernel time (see docs/benchmarks.md)
+        c.drop([topic])
+    mem = c.group().memory_mb()
+    each = [ProcStats(b.proc.pid).memory_mb().get("rss_mb") for b in c.running.values()]
+    rows.append(row("cluster.memory", "cluster", f"{BROKERS} brokers after the produce and consume runs", "memory",
+                    {**mem, "rss_each_mb": ", ".join(f"{x:.0f}" for x in each if x is not None), **setup}))
+    rows.append(_failover(ctx, c))
+    rows.append(_controlled_shutdown(ctx, c))

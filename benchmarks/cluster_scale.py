@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 import time
-import traceback
 
 from confluent_kafka import Producer
 
 from benchmarks import clients
-from benchmarks.cluster import Cluster
+from benchmarks.cluster import Cluster, run_phase
 from benchmarks.phases import Ctx, row
 
 PARTITIONS_PER_TOPIC = 100
@@ -127,37 +125,23 @@ def _full_restart(c: Cluster, topics: list[str], parts: int) -> dict:
 
 
 def phase_cluster_scale(ctx: Ctx) -> list[dict]:
-    ctx.cluster_runs += 1
-    c = Cluster(ctx, ctx.base / f"cluster3k-{ctx.cluster_runs}")
-    rows: list[dict] = []
-    n_topics = ctx.scale.cluster_topics
-    total = n_topics * PARTITIONS_PER_TOPIC
-    try:
-        c.start()
-        ctx.seq += 1
-        topics = [f"bench-{ctx.run_id}-{ctx.seq:03d}-scale-{i:02d}" for i in range(n_topics)]
-        t0 = time.perf_counter()
-        clients.create_topics(c.bootstrap, [(t, PARTITIONS_PER_TOPIC, {}) for t in topics], per_request=10,
-                              replication_factor=3)
-        c.wait(lambda: _full_isr(c, topics, PARTITIONS_PER_TOPIC, 3), 300, f"{total} partitions online, ISR 3", POLL_S)
-        create_s = time.perf_counter() - t0
-        print(f"  cluster3k: {total} partitions x RF 3 created and in sync after {create_s:.1f} s", flush=True)
-        m = _controller_failover(c, topics, PARTITIONS_PER_TOPIC)
-        rows.append(row("cluster3k.controller", "cluster3k", f"{total} partitions RF=3: kill -9 of the controller",
-                        "recovery", {**m, "create_s": create_s, "partitions": total}))
-        m = _full_restart(c, topics, PARTITIONS_PER_TOPIC)
-        rows.append(row("cluster3k.restart", "cluster3k", f"{total} partitions RF=3: full cluster restart",
-                        "recovery", {**m, "partitions": total, "rss_mb": c.group().memory_mb().get("rss_mb")}))
-    except Exception as exc:  # keep what was measured; the error is a row of its own
-        print(traceback.format_exc(), file=sys.stderr, flush=True)
-        first = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        rows.append(row("cluster3k.error", "cluster3k", "FAILED", "error", {"error": first, "errors": 1}))
-        ctx.notes.append(f"cluster3k {ctx.cluster_runs}: {first}")
-    finally:
-        c.stop()
-        for name, (count, lines) in c.log_problems().items():
-            if count:
-                key = f"cluster3k {ctx.cluster_runs}, {name}"
-                ctx.log_problems[key] = lines
-                ctx.notes.append(f"{key} logged {count} ERROR/Traceback lines")
-    return rows
+    return run_phase(ctx, "cluster3k", lambda c, rows: _measure(ctx, c, rows))
+
+
+def _measure(ctx: Ctx, c: Cluster, rows: list[dict]) -> None:
+    total = ctx.scale.cluster_topics * PARTITIONS_PER_TOPIC
+    c.start()
+    ctx.seq += 1
+    topics = [f"bench-{ctx.run_id}-{ctx.seq:03d}-scale-{i:02d}" for i in range(ctx.scale.cluster_topics)]
+    t0 = time.perf_counter()
+    clients.create_topics(c.bootstrap, [(t, PARTITIONS_PER_TOPIC, {}) for t in topics], per_request=10,
+                          replication_factor=3)
+    c.wait(lambda: _full_isr(c, topics, PARTITIONS_PER_TOPIC, 3), 300, f"{total} partitions online, ISR 3", POLL_S)
+    create_s = time.perf_counter() - t0
+    print(f"  cluster3k: {total} partitions x RF 3 created and in sync after {create_s:.1f} s", flush=True)
+    m = _controller_failover(c, topics, PARTITIONS_PER_TOPIC)
+    rows.append(row("cluster3k.controller", "cluster3k", f"{total} partitions RF=3: kill -9 of the controller",
+                    "recovery", {**m, "create_s": create_s, "partitions": total}))
+    m = _full_restart(c, topics, PARTITIONS_PER_TOPIC)
+    rows.append(row("cluster3k.restart", "cluster3k", f"{total} partitions RF=3: full cluster restart",
+                    "recovery", {**m, "partitions": total, "rss_mb": c.group().memory_mb().get("rss_mb")}))
