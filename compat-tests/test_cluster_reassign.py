@@ -32,13 +32,21 @@ def cluster(tmp_path):
     ck.stop_cluster(c)
 
 
-def reassign(cluster, *args: str, plan: dict | None = None, tmp_path=None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "kbroker", "reassign", "--bootstrap-server", ck.live_bootstrap(cluster), *args]
+def reassign(cluster, *args: str, plan: dict | None = None, tmp_path=None, avoid: int | None = None
+             ) -> subprocess.CompletedProcess:
+    bootstrap = ",".join(b.address for i, b in cluster.brokers.items() if b.running and i != avoid)
+    cmd = [sys.executable, "-m", "kbroker", "reassign", "--bootstrap-server", bootstrap, *args]
     if plan is not None:
         path = tmp_path / "plan.json"
         path.write_text(json.dumps(plan))
         cmd += ["--plan", str(path)]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def in_sync(cluster, topic: str, partitions: int, rf: int, via: int | None = None) -> bool:
+    """Every one of the topic's `partitions` has a leader and an ISR of `rf` (not vacuously: all there)."""
+    parts = ck.partitions(cluster, topic, via=via)
+    return len(parts) == partitions and all(p["leader"] >= 0 and len(p["isr"]) == rf for p in parts.values())
 
 
 def plan_of(topic: str, targets: list[list[int]]) -> dict:
@@ -75,7 +83,7 @@ class GroupReader:
 def test_every_replica_moves_to_other_brokers_under_load(cluster, tmp_path):
     with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
         admin.create_topic("moved", assignment=[[1, 2], [2, 1], [1, 2]])
-    ck.wait_for(lambda: all(len(p["isr"]) == 2 for p in ck.partitions(cluster, "moved").values()), 30, "moved online")
+    ck.wait_for(lambda: in_sync(cluster, "moved", 3, 2), 30, "moved online")
     producer = ck.AckedProducer(ck.live_bootstrap(cluster), "moved").start()
     reader = GroupReader(ck.live_bootstrap(cluster), "moved", "movers")
     time.sleep(2)
@@ -109,26 +117,64 @@ def test_every_replica_moves_to_other_brokers_under_load(cluster, tmp_path):
 def test_a_stuck_move_is_listed_and_cancelled(cluster, tmp_path):
     with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
         admin.create_topic("stuck", assignment=[[1, 2]])
+        controller = admin._any().call(3, {"topics": [], "allow_auto_topic_creation": False}).controller_id
     ck.wait_for(lambda: len(ck.partitions(cluster, "stuck")[0]["isr"]) == 2, 30, "stuck online")
-    producer = ck.AckedProducer(ck.live_bootstrap(cluster), "stuck").start()
+    target = 4 if controller != 4 else 3  # the paused broker must not be the controller
+    producer = ck.AckedProducer(",".join(cluster.brokers[b].address for b in (1, 2)), "stuck").start()
     time.sleep(1)
-    cluster.brokers[4].pause()  # the new replica cannot fetch, so the move cannot complete
+    plan = plan_of("stuck", [[1, target]])
+    cluster.brokers[target].pause()  # the new replica cannot fetch, so the move cannot complete
     try:
-        assert reassign(cluster, "--execute", plan=plan_of("stuck", [[1, 4]]), tmp_path=tmp_path).returncode == 0
-        listed = reassign(cluster, "--list")
-        assert "stuck-0: replicas [1, 4, 2], adding [4], removing [2]" in listed.stdout, listed.stdout
-        verify = reassign(cluster, "--verify", plan=plan_of("stuck", [[1, 4]]), tmp_path=tmp_path)
+        assert reassign(cluster, "--execute", plan=plan, tmp_path=tmp_path, avoid=target).returncode == 0
+        listed = reassign(cluster, "--list", avoid=target)
+        assert f"stuck-0: replicas [1, {target}, 2], adding [{target}], removing [2]" in listed.stdout, listed.stdout
+        verify = reassign(cluster, "--verify", plan=plan, tmp_path=tmp_path, avoid=target)
         assert verify.returncode == 1 and "still in progress" in verify.stdout
-        cancelled = reassign(cluster, "--cancel", plan=plan_of("stuck", [[1, 4]]), tmp_path=tmp_path)
+        cancelled = reassign(cluster, "--cancel", plan=plan, tmp_path=tmp_path, avoid=target)
         assert cancelled.returncode == 0, cancelled.stderr
-        ck.wait_for(lambda: sorted(ck.partitions(cluster, "stuck")[0]["replicas"]) == [1, 2], 30,
+        ck.wait_for(lambda: sorted(ck.partitions(cluster, "stuck", via=1)[0]["replicas"]) == [1, 2], 30,
                     "the original replicas back")
     finally:
-        cluster.brokers[4].resume()
+        cluster.brokers[target].resume()
     assert sorted(ck.partitions(cluster, "stuck")[0]["isr"]) == [1, 2]
     producer.stop()
     assert not producer.failed
     ck.check_exactly_once_in_order(producer.acked, ck.read_all(ck.live_bootstrap(cluster), "stuck", 1))
-    ck.wait_for(lambda: not [d for d in (cluster.brokers[4].data_dir / "data").glob("stuck-*")
-                             if not d.name.endswith("-delete")], 30, "broker 4 drops its half-made copy")
+    ck.wait_for(lambda: not [d for d in (cluster.brokers[target].data_dir / "data").glob("stuck-*")
+                             if not d.name.endswith("-delete")], 30, f"broker {target} drops its half-made copy")
     assert "No partition reassignments in progress." in reassign(cluster, "--list").stdout
+
+
+@pytest.fixture
+def restoring_cluster(tmp_path):
+    c = ck.start_cluster(tmp_path / "cluster", 4, {"replica.restore.delay.ms": "3000"})
+    yield c
+    ck.stop_cluster(c)
+
+
+def test_a_lost_broker_is_replaced_after_the_restore_delay(restoring_cluster, tmp_path):
+    """replica.restore.delay.ms: a broker back before the delay moves nothing; one that stays gone
+    has its replicas re-created on live brokers, and the ISRs are full again, nothing lost."""
+    cluster = restoring_cluster
+    with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
+        admin.create_topic("kept", assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+    ck.wait_for(lambda: in_sync(cluster, "kept", 3, 3, via=1), 30, "kept online")
+    before = {p: v["replicas"] for p, v in ck.partitions(cluster, "kept", via=1).items()}
+    producer = ck.AckedProducer(ck.live_bootstrap(cluster), "kept").start()
+
+    cluster.brokers[3].stop()  # gone (its session closed at once) and back well within the delay
+    cluster.brokers[3].start()
+    ck.wait_for(lambda: in_sync(cluster, "kept", 3, 3, via=1), 60, "broker 3 back in every ISR")
+    time.sleep(5)  # past the restore delay: nothing may have moved
+    views = {b: ck.partitions(cluster, "kept", via=b) for b in (1, 2, 3, 4)}
+    assert all({p: v["replicas"] for p, v in view.items()} == before for view in views.values()), views
+
+    cluster.brokers[3].kill()  # gone for good
+    ck.wait_for(lambda: in_sync(cluster, "kept", 3, 3, via=1) and all(
+                3 not in p["replicas"] for p in ck.partitions(cluster, "kept", via=1).values()),
+                ck.SESSION_MS / 1000 + 60, "every partition back at three in-sync replicas on live brokers")
+    after = {p: v["replicas"] for p, v in ck.partitions(cluster, "kept", via=1).items()}
+    assert after == {p: [4 if r == 3 else r for r in replicas] for p, replicas in before.items()}
+    producer.stop()
+    assert not producer.failed and producer.acked_count > 100
+    ck.check_exactly_once_in_order(producer.acked, ck.read_all(ck.live_bootstrap(cluster), "kept", 3))

@@ -207,6 +207,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("leader.imbalance.check.interval.seconds", _L, 300, "How often leader balance is checked.",
                   _at_least(1)),
         ConfigDef("leader.imbalance.per.broker.percentage", _I, 10, "Leader imbalance allowed per broker."),
+        ConfigDef("replica.restore.delay.ms", _L, 600000, "How long a broker may be gone before the controller "
+                  "moves its replicas to live brokers; 0 turns it off (kbroker).", _at_least(0)),
         ConfigDef("offsets.commit.timeout.ms", _I, 5000, "How long a commit waits for the offsets partition's ISR.",
                   _at_least(1)),
         ConfigDef("shutdown.timeout.ms", _L, 30000, "Deadline for in-flight requests on shutdown (kbroker)."),

@@ -53,7 +53,8 @@ class _BrokerQueue:
 class KafkaController(ReassignmentMixin):
     def __init__(self, broker_id: int, session: ZkSession, send_request: SendRequest, *,
                  unclean_leader_election: Callable[[str], bool], auto_leader_rebalance: bool = True,
-                 imbalance_check_interval_s: float = 300.0, imbalance_percentage: int = 10) -> None:
+                 imbalance_check_interval_s: float = 300.0, imbalance_percentage: int = 10,
+                 replica_restore_delay_s: float = 0.0) -> None:
         self.broker_id = broker_id
         self.session = session
         self.zk = session.client
@@ -62,6 +63,8 @@ class KafkaController(ReassignmentMixin):
         self.auto_leader_rebalance = auto_leader_rebalance
         self.imbalance_check_interval_s = imbalance_check_interval_s
         self.imbalance_percentage = imbalance_percentage
+        self.replica_restore_delay_s = replica_restore_delay_s
+        self._gone_since: dict[int, float] = {}  # broker -> trio time it was first seen gone
         self.ctx: ControllerContext | None = None
         self.active_controller_id = -1
         self.on_controller_change: Callable[[int], None] = lambda _id: None
@@ -116,6 +119,8 @@ class KafkaController(ReassignmentMixin):
             self._enqueue("elect")
             if self.auto_leader_rebalance:
                 nursery.start_soon(self._rebalance_timer)
+            if self.replica_restore_delay_s > 0:
+                nursery.start_soon(self._restore_timer)
             task_status.started()
             async for event in self._events:
                 if isinstance(event, str):
@@ -154,6 +159,7 @@ class KafkaController(ReassignmentMixin):
             "deletions": self._on_topic_deletion,
             "controller_check": self._check_still_controller,
             "rebalance": self._rebalance_leaders,
+            "restore": self._restore_replicas,
         }
         if key not in ("elect", "resign", "controller_check") and not self.is_active:
             return
@@ -250,6 +256,7 @@ class KafkaController(ReassignmentMixin):
         if self.ctx is not None:
             logger.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
         self.ctx = None
+        self._gone_since.clear()
         for queue in self._queues.values():
             queue.scope.cancel()
         self._queues.clear()
@@ -282,6 +289,7 @@ class KafkaController(ReassignmentMixin):
                 self._send(broker, req.LEADER_AND_ISR, req.leader_and_isr(ctx, self.broker_id, broker, mine))
         await self._on_topic_deletion()
         await self._complete_moves(list(self.reassignments()))
+        self._note_absent_replicas()
         logger.info("controller %d ready: %d brokers, %d topics, %d partitions (%d states changed)", self.broker_id,
                     len(ctx.live_brokers), len(ctx.topics), len(ctx.states), len(changed))
 
@@ -483,6 +491,8 @@ class KafkaController(ReassignmentMixin):
                 ctx.live_brokers[broker_id] = current[broker_id]
                 self._open_queue(current[broker_id])
             await self._on_brokers_startup(new)
+        self._note_brokers_gone(dead - new)
+        self._note_brokers_back(new)
         if dead or new:
             await self._complete_moves(list(self.reassignments()))
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+import trio
+
 from kbroker.controller import broker_requests as req
 from kbroker.controller.context import TopicPartition
 from kbroker.controller.reassignment import (
@@ -22,6 +24,7 @@ from kbroker.controller.reassignment import (
     begin,
     cancel,
     completed_state,
+    restore_targets,
     started_state,
     unneeded,
     validate_target,
@@ -154,3 +157,50 @@ class ReassignmentMixin:
             updated = replace(assignment, partitions=partitions, adding=adding, removing=removing)
             await self._write_topic(updated)
             ctx.topics[topic] = updated
+
+    # -- automatic re-replication (replica.restore.delay.ms, kbroker's own) -------------------------------
+    def _note_brokers_gone(self, gone: set[int]) -> None:
+        now = trio.current_time()
+        for broker_id in gone:
+            self._gone_since.setdefault(broker_id, now)
+
+    def _note_brokers_back(self, back: set[int]) -> None:
+        for broker_id in back:
+            self._gone_since.pop(broker_id, None)
+
+    def _note_absent_replicas(self) -> None:
+        """A new controller cannot know since when a broker has been gone: its clock starts now."""
+        ctx = self._ctx()
+        hosted = {r for tp in ctx.all_partitions() for r in ctx.replicas(tp)}
+        self._note_brokers_gone(hosted - set(ctx.live_brokers))
+
+    async def _restore_timer(self) -> None:
+        while True:
+            await trio.sleep(min(max(self.replica_restore_delay_s / 4, 0.25), 5.0))
+            if self.is_active and self._restore_due():
+                self._enqueue("restore")
+
+    def _restore_due(self) -> set[int]:
+        ctx = self.ctx
+        if ctx is None or self.replica_restore_delay_s <= 0:
+            return set()
+        now = trio.current_time()
+        return {b for b, since in self._gone_since.items()
+                if b not in ctx.live_brokers and now - since >= self.replica_restore_delay_s}
+
+    async def _restore_replicas(self) -> None:
+        """Brokers gone for longer than the delay: their replicas move to live brokers, with the
+        same add-then-drop moves as a reassignment."""
+        ctx = self._ctx()
+        due = self._restore_due()
+        if not due:
+            return
+        settled = {tp: tuple(ctx.replicas(tp)) for tp in ctx.all_partitions() if not self.replica_sets(tp).moving}
+        targets = restore_targets(settled, due, {b: r.rack for b, r in ctx.live_brokers.items()})
+        for broker_id in due:  # looked at: until it returns or a new controller starts, once is enough
+            self._gone_since[broker_id] = float("inf")
+        if not targets:
+            return
+        logger.info("controller: brokers %s gone for %.0f s or more: moving %d of their replicas to live brokers",
+                    sorted(due), self.replica_restore_delay_s, len(targets))
+        await self._start_moves({tp: begin(self.replica_sets(tp), target) for tp, target in targets.items()})

@@ -17,6 +17,7 @@ ZooKeeper and tells the brokers.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from kbroker.errors import ErrorCode
@@ -101,3 +102,31 @@ def completed_state(state: LeaderAndIsr, sets: ReplicaSets, electable: set[int],
         if leader == NO_LEADER:
             return None
     return state.with_(leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr, controller_epoch=controller_epoch)
+
+
+def restore_targets(assignments: dict[tuple[str, int], tuple[int, ...]], gone: set[int],
+                    live_racks: dict[int, str | None]) -> dict[tuple[str, int], list[int]]:
+    """Automatic re-replication: for each partition with a replica on a `gone` broker, its replica
+    list with that broker replaced, in the same place (so the preferred leader order holds), by a
+    live broker not hosting it yet: one on a rack the partition's other replicas do not use first,
+    then the least loaded (counting the replacements already chosen), then the lowest id. A
+    partition with no candidate keeps the gone replica (there is nowhere to put another copy)."""
+    load = Counter(r for replicas in assignments.values() for r in replicas if r in live_racks)
+    out: dict[tuple[str, int], list[int]] = {}
+    for tp, replicas in sorted(assignments.items()):
+        if not gone.intersection(replicas):
+            continue
+        target = list(replicas)
+        for i, replica in enumerate(replicas):
+            if replica not in gone:
+                continue
+            racks = {live_racks[r] for r in target if r in live_racks and live_racks[r] is not None}
+            candidates = [b for b in live_racks if b not in target]
+            if not candidates:
+                continue
+            best = min(candidates, key=lambda b: (live_racks[b] is not None and live_racks[b] in racks, load[b], b))
+            target[i] = best
+            load[best] += 1
+        if target != list(replicas):
+            out[tp] = target
+    return out

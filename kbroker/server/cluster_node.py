@@ -58,7 +58,8 @@ class ClusterNode:
             self.node_id, session, self._send_request, unclean_leader_election=self._unclean,
             auto_leader_rebalance=c.get("auto.leader.rebalance.enable"),
             imbalance_check_interval_s=c.get("leader.imbalance.check.interval.seconds"),
-            imbalance_percentage=c.get("leader.imbalance.per.broker.percentage"))
+            imbalance_percentage=c.get("leader.imbalance.per.broker.percentage"),
+            replica_restore_delay_s=c.get("replica.restore.delay.ms") / 1000)
 
     def _unclean(self, topic: str) -> bool:
         info = self.broker.metadata.topic(topic)

@@ -109,3 +109,25 @@ def test_moves_keep_their_invariants(original, first_target, second_target):
         done = completed_state(full, sets, set(range(1, 7)), 2)
         assert done is not None and set(done.isr) == set(target) and done.leader in target
         assert done.leader != NO_LEADER
+
+
+def test_restore_replaces_a_gone_broker_in_place_on_the_least_loaded_live_broker():
+    from kbroker.controller.reassignment import restore_targets
+
+    assignments = {("t", 0): (1, 2, 3), ("t", 1): (2, 3, 1), ("t", 2): (3, 1, 2), ("u", 0): (1, 2)}
+    targets = restore_targets(assignments, {3}, {1: None, 2: None, 4: None, 5: None})
+    assert targets == {("t", 0): [1, 2, 4], ("t", 1): [2, 5, 1], ("t", 2): [4, 1, 2]}  # 4, 5, then 4 (id order)
+    assert ("u", 0) not in targets
+
+
+def test_restore_prefers_a_rack_the_partition_does_not_use():
+    from kbroker.controller.reassignment import restore_targets
+
+    racks = {1: "a", 2: "b", 4: "a", 5: "c"}
+    assert restore_targets({("t", 0): (1, 2, 3)}, {3}, racks) == {("t", 0): [1, 2, 5]}
+
+
+def test_restore_leaves_a_partition_with_nowhere_to_go():
+    from kbroker.controller.reassignment import restore_targets
+
+    assert restore_targets({("t", 0): (1, 2, 3)}, {3}, {1: None, 2: None}) == {}
