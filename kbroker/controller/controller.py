@@ -13,11 +13,12 @@ and StopReplica sent in order over one channel per broker.
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 import trio
 
 from kbroker.controller import broker_requests as req
+from kbroker.controller.broker_queues import BrokerQueues, SendRequest
 from kbroker.controller.context import (
     ControllerContext,
     TopicPartition,
@@ -34,20 +35,9 @@ from kbroker.zookeeper.session import ZkSession
 
 logger = logging.getLogger(__name__)
 
-SendRequest = Callable[[zk.BrokerRegistration, int, int, dict], Awaitable[Any]]
-
 
 class ControllerMovedError(Exception):
     """This broker is no longer the controller (its epoch was superseded or its session lost)."""
-
-
-class _BrokerQueue:
-    """Requests to one broker, sent in order by one task; retried until the broker is gone."""
-
-    def __init__(self, broker: zk.BrokerRegistration) -> None:
-        self.broker = broker
-        self.send, self.receive = trio.open_memory_channel[tuple[int, dict]](1000)
-        self.scope = trio.CancelScope()
 
 
 class KafkaController(ReassignmentMixin):
@@ -71,8 +61,7 @@ class KafkaController(ReassignmentMixin):
         self._events_send, self._events = trio.open_memory_channel[Any](64)
         self._pending: set[str] = set()
         self._modified_topics: set[str] = set()
-        self._queues: dict[int, _BrokerQueue] = {}
-        self._nursery: trio.Nursery | None = None
+        self.queues = BrokerQueues(send_request)
 
     @property
     def is_active(self) -> bool:
@@ -115,7 +104,7 @@ class KafkaController(ReassignmentMixin):
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
+            self.queues.attach(nursery)
             self._enqueue("elect")
             if self.auto_leader_rebalance:
                 nursery.start_soon(self._rebalance_timer)
@@ -257,9 +246,7 @@ class KafkaController(ReassignmentMixin):
             logger.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
         self.ctx = None
         self._gone_since.clear()
-        for queue in self._queues.values():
-            queue.scope.cancel()
-        self._queues.clear()
+        self.queues.close_all()
 
     async def _become_controller(self) -> None:
         epoch, version = await self._bump_controller_epoch()
@@ -270,7 +257,7 @@ class KafkaController(ReassignmentMixin):
         await self.session.call(self.zk.exists, zk.CONTROLLER, self._watch("controller_check"))
         await self._read_brokers()
         for broker in ctx.live_brokers.values():
-            self._open_queue(broker)
+            self.queues.open(broker)
         topics = await self.session.call(self.zk.children, zk.BROKER_TOPICS, self._watch("topics"))
         await self._read_topics(topics)
         await self._read_states(ctx.all_partitions())
@@ -416,44 +403,8 @@ class KafkaController(ReassignmentMixin):
         return zk.decode_controller_epoch(data) != ctx.epoch
 
     # -- telling the brokers ------------------------------------------------------------------------
-    def _open_queue(self, broker: zk.BrokerRegistration) -> None:
-        queue = _BrokerQueue(broker)
-        self._queues[broker.broker_id] = queue
-        assert self._nursery is not None
-        self._nursery.start_soon(self._run_queue, queue)
-
-    def _close_queue(self, broker_id: int) -> None:
-        queue = self._queues.pop(broker_id, None)
-        if queue is not None:
-            queue.scope.cancel()
-
-    async def _run_queue(self, queue: _BrokerQueue) -> None:
-        with queue.scope:
-            async for api_key, body in queue.receive:
-                delay = 0.05
-                while True:
-                    try:
-                        response = await self.send_request(queue.broker, api_key, req.VERSIONS[api_key], body)
-                        code = getattr(response, "error_code", 0)
-                        if code:
-                            logger.warning("broker %d answered %s with %s", queue.broker.broker_id,
-                                           api_key, ErrorCode(code).name)
-                        break
-                    except Exception as exc:  # noqa: BLE001 - retried until the broker leaves
-                        log = logger.info if delay == 0.05 else logger.debug
-                        log("request %d to broker %d failed (%s); retrying", api_key, queue.broker.broker_id, exc)
-                        await trio.sleep(delay)
-                        delay = min(delay * 2, 1.0)
-
     def _send(self, broker: zk.BrokerRegistration, api_key: int, body: dict) -> None:
-        queue = self._queues.get(broker.broker_id)
-        if queue is None:
-            return
-        try:
-            queue.send.send_nowait((api_key, body))
-        except trio.WouldBlock:
-            logger.error("request queue to broker %d is full; dropping it until it reconnects", broker.broker_id)
-            self._close_queue(broker.broker_id)
+        self.queues.send(broker, api_key, body)
 
     def _announce(self, changed: set[TopicPartition], extra_leader_and_isr: set[int] = frozenset()) -> None:
         """LeaderAndIsr to the live replicas of `changed`, UpdateMetadata of them to every broker."""
@@ -483,13 +434,13 @@ class KafkaController(ReassignmentMixin):
             for broker_id in dead:
                 ctx.live_brokers.pop(broker_id, None)
                 ctx.shutting_down.discard(broker_id)
-                self._close_queue(broker_id)
+                self.queues.close(broker_id)
             await self._on_brokers_failure(dead)
         if new:
             logger.info("controller: brokers %s joined", sorted(new))
             for broker_id in new:
                 ctx.live_brokers[broker_id] = current[broker_id]
-                self._open_queue(current[broker_id])
+                self.queues.open(current[broker_id])
             await self._on_brokers_startup(new)
         self._note_brokers_gone(dead - new)
         self._note_brokers_back(new)
