@@ -178,3 +178,24 @@ def test_a_lost_broker_is_replaced_after_the_restore_delay(restoring_cluster, tm
     producer.stop()
     assert not producer.failed and producer.acked_count > 100
     ck.check_exactly_once_in_order(producer.acked, ck.read_all(ck.live_bootstrap(cluster), "kept", 3))
+
+
+def test_a_decommissioned_broker_is_emptied_then_stopped_under_load(cluster):
+    """`kbroker cluster decommission 3` moves every replica and leadership off broker 3 while an
+    idempotent acks=all producer runs; once it says so, stopping broker 3 loses nothing."""
+    with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
+        admin.create_topic("drained", assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
+    ck.wait_for(lambda: in_sync(cluster, "drained", 3, 3, via=1), 30, "drained online")
+    producer = ck.AckedProducer(ck.live_bootstrap(cluster), "drained").start()
+    time.sleep(1)
+    done = subprocess.run([sys.executable, "-m", "kbroker", "cluster", "decommission", "3", "--wait", "90",
+                           "--bootstrap-server", ck.live_bootstrap(cluster)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "Broker 3 holds no replicas and leads no partitions: it is safe to stop." in done.stdout
+    parts = ck.partitions(cluster, "drained", via=1)
+    assert all(3 not in p["replicas"] and p["leader"] != 3 and len(p["isr"]) == 3 for p in parts.values()), parts
+    cluster.brokers[3].stop()
+    time.sleep(1)  # the producer carries on without broker 3
+    producer.stop()
+    assert not producer.failed and producer.acked_count > 100
+    ck.check_exactly_once_in_order(producer.acked, ck.read_all(ck.live_bootstrap(cluster), "drained", 3))

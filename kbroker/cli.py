@@ -11,6 +11,7 @@ from pathlib import Path
 import trio
 
 from kbroker.admin.groups import add_groups_command, run_groups
+from kbroker.admin.cluster_cmd import add_cluster_command, run_cluster
 from kbroker.admin.reassign import add_reassign_command, run_reassign
 from kbroker.admin.topics import add_topics_command, run_topics
 from kbroker.config import BrokerConfig
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     add_groups_command(sub)
     add_topics_command(sub)
     add_reassign_command(sub)
+    add_cluster_command(sub)
     add_dev_cluster_command(sub)
     args = parser.parse_args(argv)
     if args.command == "groups":
@@ -50,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_topics(args)
     if args.command == "reassign":
         return run_reassign(args)
+    if args.command == "cluster":
+        return run_cluster(args)
     if args.command == "dev-cluster":
         return run_dev_cluster(args)
 

@@ -223,6 +223,7 @@ class Broker(NamedTuple):
     node_id: int
     host: str
     port: int
+    rack: str | None = None
 
 
 class GroupListing(NamedTuple):
@@ -360,7 +361,8 @@ class AdminClient:
         names = None if topics is None else [{"name": t} for t in dict.fromkeys(topics)]
         body = conn.call(METADATA, {"topics": names, "allow_auto_topic_creation": False,
                                     "include_topic_authorized_operations": False}, version)
-        brokers = {int(b.node_id): Broker(int(b.node_id), b.host, int(b.port)) for b in body.brokers}
+        brokers = {int(b.node_id): Broker(int(b.node_id), b.host, int(b.port), getattr(b, "rack", None))
+                   for b in body.brokers}
         out = []
         for t in body.topics:
             if t.error_code != ErrorCode.none and topics is not None:
