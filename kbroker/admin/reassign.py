@@ -153,7 +153,7 @@ def _run(admin: AdminClient, args: argparse.Namespace) -> int:
         current = _current(admin, {t for t, _ in plan})
         print(f"Current partition replica assignment\n\n{format_plan({k: current[k] for k in plan if k in current})}\n")
         print("Save this to use as the --plan JSON during rollback")
-        errors = admin.alter_partition_reassignments({k: v for k, v in plan.items()})
+        errors = admin.alter_partition_reassignments(plan)
         return _report(errors, "Successfully started partition reassignment", "start")
     if args.cancel:
         errors = admin.alter_partition_reassignments({k: None for k in plan})

@@ -7,23 +7,33 @@ the moves themselves run in the controller (`controller/moves.py`).
 
 from __future__ import annotations
 
+from typing import Any
+
 from kbroker.api.cluster import controller_of
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, KafkaError, NotControllerError
 
 
-async def alter_partition_reassignments(ctx: RequestContext, request) -> dict:
+async def _ask_controller(ctx: RequestContext, event: tuple) -> Any:
+    """The controller's answer to `event`, or (code, message) standing for the whole request."""
     try:
         controller = controller_of(ctx)
     except NotControllerError as exc:
-        return {"throttle_time": 0, "error_code": ErrorCode.not_controller, "error_message": str(exc), "responses": []}
-    changes = [(t.name, p.partition_index, None if p.replicas is None else [int(r) for r in p.replicas])
-               for t in request.topics for p in t.partitions]
-    result = await controller.submit(("alter_reassignments", changes))
+        return ErrorCode.not_controller, str(exc)
+    result = await controller.submit(event)
     if isinstance(result, ErrorCode):
-        return {"throttle_time": 0, "error_code": result, "error_message": None, "responses": []}
+        return result, None
     if isinstance(result, Exception):
         raise result if isinstance(result, KafkaError) else KafkaError(str(result))
+    return result
+
+
+async def alter_partition_reassignments(ctx: RequestContext, request) -> dict:
+    changes = [(t.name, p.partition_index, None if p.replicas is None else [int(r) for r in p.replicas])
+               for t in request.topics for p in t.partitions]
+    result = await _ask_controller(ctx, ("alter_reassignments", changes))
+    if isinstance(result, tuple):
+        return {"throttle_time": 0, "error_code": result[0], "error_message": result[1], "responses": []}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "responses": [
         {"name": t.name, "partitions": [
             {"partition_index": p.partition_index,
@@ -34,16 +44,10 @@ async def alter_partition_reassignments(ctx: RequestContext, request) -> dict:
 
 
 async def list_partition_reassignments(ctx: RequestContext, request) -> dict:
-    try:
-        controller = controller_of(ctx)
-    except NotControllerError as exc:
-        return {"throttle_time": 0, "error_code": ErrorCode.not_controller, "error_message": str(exc), "topics": []}
     wanted = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
-    result = await controller.submit(("list_reassignments", wanted))
-    if isinstance(result, ErrorCode):
-        return {"throttle_time": 0, "error_code": result, "error_message": None, "topics": []}
-    if isinstance(result, Exception):
-        raise result if isinstance(result, KafkaError) else KafkaError(str(result))
+    result = await _ask_controller(ctx, ("list_reassignments", wanted))
+    if isinstance(result, tuple):
+        return {"throttle_time": 0, "error_code": result[0], "error_message": result[1], "topics": []}
     by_topic: dict[str, list[dict]] = {}
     for (topic, p), sets in sorted(result.items()):
         by_topic.setdefault(topic, []).append({

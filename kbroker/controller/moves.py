@@ -99,8 +99,8 @@ class ReassignmentMixin:
         logger.info("controller: %d partition moves started or changed (%s)", len(planned),
                     ", ".join(f"{t}-{p} -> {list(planned[(t, p)].target)}" for t, p in list(planned)[:5]))
         states = {tp: started_state(ctx.states[tp], ctx.epoch) for tp in planned if tp in ctx.states}
-        changed = await self._write_states(states)
-        self._announce(changed | set(planned) & set(ctx.states))
+        await self._write_states(states)
+        self._announce(set(planned) & set(ctx.states))  # also those whose epoch write lost a race
         await self._complete_moves(moving)
 
     async def _complete_moves(self, partitions) -> None:
