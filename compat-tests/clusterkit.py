@@ -106,6 +106,19 @@ def partitions(cluster: LocalCluster, topic: str, via: int | None = None) -> dic
     raise AssertionError(f"no broker answered Metadata: {last!r}")
 
 
+def in_sync(cluster: LocalCluster, topic: str, count: int, rf: int, via: int | None = None) -> bool:
+    """Every one of the topic's `count` partitions has a leader and an ISR of `rf` (not vacuously: all there)."""
+    parts = partitions(cluster, topic, via=via)
+    return len(parts) == count and all(p["leader"] >= 0 and len(p["isr"]) == rf for p in parts.values())
+
+
+def controller_id(cluster: LocalCluster, via: int | None = None) -> int:
+    """The active controller, as one running broker's Metadata answer names it."""
+    address = cluster.brokers[via].address if via is not None else live_bootstrap(cluster)
+    with AdminClient(address, timeout=10) as admin:
+        return admin._any().call(3, {"topics": [], "allow_auto_topic_creation": False}).controller_id
+
+
 def leader_of(cluster: LocalCluster, topic: str, partition: int = 0) -> int:
     return partitions(cluster, topic).get(partition, {}).get("leader", -1)
 

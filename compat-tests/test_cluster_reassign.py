@@ -43,12 +43,6 @@ def reassign(cluster, *args: str, plan: dict | None = None, tmp_path=None, avoid
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
-def in_sync(cluster, topic: str, partitions: int, rf: int, via: int | None = None) -> bool:
-    """Every one of the topic's `partitions` has a leader and an ISR of `rf` (not vacuously: all there)."""
-    parts = ck.partitions(cluster, topic, via=via)
-    return len(parts) == partitions and all(p["leader"] >= 0 and len(p["isr"]) == rf for p in parts.values())
-
-
 def plan_of(topic: str, targets: list[list[int]]) -> dict:
     return {"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": r, "log_dirs": ["any"] * len(r)}
                                          for p, r in enumerate(targets)]}
@@ -83,7 +77,7 @@ class GroupReader:
 def test_every_replica_moves_to_other_brokers_under_load(cluster, tmp_path):
     with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
         admin.create_topic("moved", assignment=[[1, 2], [2, 1], [1, 2]])
-    ck.wait_for(lambda: in_sync(cluster, "moved", 3, 2), 30, "moved online")
+    ck.wait_for(lambda: ck.in_sync(cluster, "moved", 3, 2), 30, "moved online")
     producer = ck.AckedProducer(ck.live_bootstrap(cluster), "moved").start()
     reader = GroupReader(ck.live_bootstrap(cluster), "moved", "movers")
     time.sleep(2)
@@ -117,7 +111,7 @@ def test_every_replica_moves_to_other_brokers_under_load(cluster, tmp_path):
 def test_a_stuck_move_is_listed_and_cancelled(cluster, tmp_path):
     with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
         admin.create_topic("stuck", assignment=[[1, 2]])
-        controller = admin._any().call(3, {"topics": [], "allow_auto_topic_creation": False}).controller_id
+    controller = ck.controller_id(cluster)
     ck.wait_for(lambda: len(ck.partitions(cluster, "stuck")[0]["isr"]) == 2, 30, "stuck online")
     target = 4 if controller != 4 else 3  # the paused broker must not be the controller
     producer = ck.AckedProducer(",".join(cluster.brokers[b].address for b in (1, 2)), "stuck").start()
@@ -158,19 +152,19 @@ def test_a_lost_broker_is_replaced_after_the_restore_delay(restoring_cluster, tm
     cluster = restoring_cluster
     with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
         admin.create_topic("kept", assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
-    ck.wait_for(lambda: in_sync(cluster, "kept", 3, 3, via=1), 30, "kept online")
+    ck.wait_for(lambda: ck.in_sync(cluster, "kept", 3, 3, via=1), 30, "kept online")
     before = {p: v["replicas"] for p, v in ck.partitions(cluster, "kept", via=1).items()}
     producer = ck.AckedProducer(ck.live_bootstrap(cluster), "kept").start()
 
     cluster.brokers[3].stop()  # gone (its session closed at once) and back well within the delay
     cluster.brokers[3].start()
-    ck.wait_for(lambda: in_sync(cluster, "kept", 3, 3, via=1), 60, "broker 3 back in every ISR")
+    ck.wait_for(lambda: ck.in_sync(cluster, "kept", 3, 3, via=1), 60, "broker 3 back in every ISR")
     time.sleep(5)  # past the restore delay: nothing may have moved
     views = {b: ck.partitions(cluster, "kept", via=b) for b in (1, 2, 3, 4)}
     assert all({p: v["replicas"] for p, v in view.items()} == before for view in views.values()), views
 
     cluster.brokers[3].kill()  # gone for good
-    ck.wait_for(lambda: in_sync(cluster, "kept", 3, 3, via=1) and all(
+    ck.wait_for(lambda: ck.in_sync(cluster, "kept", 3, 3, via=1) and all(
                 3 not in p["replicas"] for p in ck.partitions(cluster, "kept", via=1).values()),
                 ck.SESSION_MS / 1000 + 60, "every partition back at three in-sync replicas on live brokers")
     after = {p: v["replicas"] for p, v in ck.partitions(cluster, "kept", via=1).items()}
@@ -185,7 +179,7 @@ def test_a_decommissioned_broker_is_emptied_then_stopped_under_load(cluster):
     idempotent acks=all producer runs; once it says so, stopping broker 3 loses nothing."""
     with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
         admin.create_topic("drained", assignment=[[1, 2, 3], [2, 3, 1], [3, 1, 2]])
-    ck.wait_for(lambda: in_sync(cluster, "drained", 3, 3, via=1), 30, "drained online")
+    ck.wait_for(lambda: ck.in_sync(cluster, "drained", 3, 3, via=1), 30, "drained online")
     producer = ck.AckedProducer(ck.live_bootstrap(cluster), "drained").start()
     time.sleep(1)
     done = subprocess.run([sys.executable, "-m", "kbroker", "cluster", "decommission", "3", "--wait", "90",

@@ -1,5 +1,5 @@
 // Small driver for the stock Java kafka-clients 3.9.0, used by compat-tests/test_java.py,
-// test_groups_java.py and test_cluster_java.py.
+// test_groups_java.py, test_cluster_java.py and test_cluster_java_admin.py.
 //
 // It makes exactly the calls Spark's Kafka connector makes: Admin describeTopics / listOffsets on
 // the driver, KafkaConsumer.assign + seek + poll on executors, an idempotent KafkaProducer for
@@ -21,6 +21,14 @@
 //   admin <bootstrap> delete <topic>                   -> "DELETED <topic>"
 //   admin <bootstrap> list                             -> "TOPIC <name>"
 //   admin <bootstrap> group-offsets <group>            -> "COMMITTED <topic> <p> <offset>" (listConsumerGroupOffsets)
+//   admin <bootstrap> reassign <topic> <p> <broker,broker,...>
+//       alterPartitionReassignments with Optional.of(new NewPartitionReassignment(brokers)); one JSON line:
+//       {"call":"reassign","topic":t,"partition":p,"result":"ok"} or, when the partition's future fails,
+//       {"call":"reassign","topic":t,"partition":p,"error":"<exception class>","message":"..."} (exit status 0)
+//   admin <bootstrap> cancel-reassign <topic> <p>      -> the same line with "call":"cancel-reassign" (Optional.empty())
+//   admin <bootstrap> list-reassign
+//       listPartitionReassignments(); one JSON line per partition being moved:
+//       {"topic":t,"partition":p,"replicas":[..],"addingReplicas":[..],"removingReplicas":[..]}
 //   spark <bootstrap> <topic> <timeout_ms>
 //       the connector's read path: describeTopics, listOffsets earliest+latest, then per partition a
 //       consumer (group.id set, auto.offset.reset=none, no auto commit) assign+seek+poll up to latest.
@@ -50,8 +58,10 @@ import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.Properties;
 import java.util.TreeMap;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -64,6 +74,8 @@ import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.NewPartitionReassignment;
+import org.apache.kafka.clients.admin.PartitionReassignment;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -305,9 +317,47 @@ public final class KbrokerHarness {
                         if (e.getValue() != null) System.out.println("COMMITTED " + e.getKey().topic() + " "
                                 + e.getKey().partition() + " " + e.getValue().offset());
                     break;
+                case "reassign": {
+                    List<Integer> target = new ArrayList<>();
+                    for (String b : args[5].split(",")) target.add(Integer.parseInt(b));
+                    reassign(admin, "reassign", args[3], Integer.parseInt(args[4]),
+                            Optional.of(new NewPartitionReassignment(target)));
+                    break;
+                }
+                case "cancel-reassign":
+                    reassign(admin, "cancel-reassign", args[3], Integer.parseInt(args[4]), Optional.empty());
+                    break;
+                case "list-reassign":
+                    List<Map.Entry<TopicPartition, PartitionReassignment>> moves = new ArrayList<>(admin
+                            .listPartitionReassignments().reassignments().get(CALL_TIMEOUT_S, TimeUnit.SECONDS).entrySet());
+                    moves.sort(java.util.Comparator.comparing((Map.Entry<TopicPartition, PartitionReassignment> e)
+                            -> e.getKey().topic()).thenComparingInt(e -> e.getKey().partition()));
+                    for (Map.Entry<TopicPartition, PartitionReassignment> e : moves) {
+                        PartitionReassignment r = e.getValue();
+                        emit("{\"topic\":" + jsonString(e.getKey().topic()) + ",\"partition\":" + e.getKey().partition()
+                                + ",\"replicas\":" + r.replicas() + ",\"addingReplicas\":" + r.addingReplicas()
+                                + ",\"removingReplicas\":" + r.removingReplicas() + "}");
+                    }
+                    break;
                 default:
                     throw new IllegalArgumentException("unknown admin call " + args[2]);
             }
+        }
+    }
+
+    /** One partition's alterPartitionReassignments call; its outcome, success or the Kafka error, as a JSON line. */
+    static void reassign(Admin admin, String call, String topic, int partition,
+                         Optional<NewPartitionReassignment> target) throws Exception {
+        TopicPartition tp = new TopicPartition(topic, partition);
+        String head = "{\"call\":" + jsonString(call) + ",\"topic\":" + jsonString(topic) + ",\"partition\":" + partition;
+        try {
+            admin.alterPartitionReassignments(Collections.singletonMap(tp, target)).values().get(tp)
+                    .get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+            emit(head + ",\"result\":\"ok\"}");
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause() == null ? e : e.getCause();
+            emit(head + ",\"error\":" + jsonString(cause.getClass().getName()) + ",\"message\":"
+                    + jsonString(String.valueOf(cause.getMessage())) + "}");
         }
     }
 
