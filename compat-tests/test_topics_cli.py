@@ -134,7 +134,8 @@ def test_describe_text_and_json(kbroker, kt, node):
     assert topic["topic_id"]
     for index, p in enumerate(topic["partitions"]):
         assert p == {"partition": index, "leader": node, "replicas": [node], "isr": [node], "offline": [],
-                     "under_replicated": False, "unavailable": False, "under_min_isr": False, "at_min_isr": True}
+                     "under_replicated": False, "unavailable": False, "under_min_isr": False, "at_min_isr": True,
+                     "reassignment": None}  # a single node has no moves
     assert topic["min_insync_replicas"] == 1
 
     lines = ok(kbroker, "describe", "--topic", name).splitlines()

@@ -33,6 +33,7 @@ LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8,
 DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 32, 37, 44
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
+DESCRIBE_LOG_DIRS = 35
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
 # The versions this client knows how to fill and read, per API: where a newer version changes the
@@ -53,6 +54,7 @@ CLIENT_VERSIONS = {
     INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    DESCRIBE_LOG_DIRS: (1, 4),
 }
 TOPIC_METADATA_MIN_VERSION = 5  # the first Metadata version with offline replicas (topic ids from v10)
 RESOURCE_TOPIC = 2  # DescribeConfigs / IncrementalAlterConfigs resource type
@@ -338,6 +340,15 @@ class AdminClient:
         body = self._any().call(METADATA, {"topics": names, "allow_auto_topic_creation": False})
         brokers = {b.node_id: Broker(int(b.node_id), b.host, int(b.port)) for b in body.brokers}
         return brokers, {t.name: t for t in body.topics}
+
+    def controller(self) -> tuple[str | None, int]:
+        """(cluster id, controller id; -1 when none is known) as Metadata names them."""
+        body = self._any().call(METADATA, {"topics": [], "allow_auto_topic_creation": False})
+        return getattr(body, "cluster_id", None), int(body.controller_id)
+
+    def serves(self, api_key: int) -> bool:
+        """Whether the broker this client talks to serves `api_key` at all."""
+        return api_key in self._any().versions
 
     def partitions_of(self, topic: str) -> list[int]:
         _brokers, topics = self.metadata([topic])

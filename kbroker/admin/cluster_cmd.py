@@ -1,5 +1,9 @@
 """`kbroker cluster`: operations on the cluster's brokers, over the Kafka protocol.
 
+    kbroker cluster status [--json]
+        the brokers, under-replicated and offline partitions, and the moves in progress with how
+        far each has come (`status`).
+
     kbroker cluster decommission BROKER_ID [--wait SECONDS]
         move every replica (and so every leadership) off the broker with add-then-drop
         reassignments, wait until none is left, then say it is safe to stop.
@@ -18,12 +22,14 @@ import time
 from typing import Any
 
 from kbroker.admin.client import DEFAULT_TIMEOUT_S, AdminClient, AdminError, KafkaErrorResponse
+from kbroker.admin.status import add_status_command, run_status
 from kbroker.controller.reassignment import restore_targets
 
 
 def add_cluster_command(sub: Any) -> None:
     p = sub.add_parser("cluster", help="cluster operations (decommission a broker)")
     csub = p.add_subparsers(dest="cluster_command", required=True)
+    add_status_command(csub)
     d = csub.add_parser("decommission", help="move every replica off a broker, then say it is safe to stop")
     d.add_argument("broker_id", type=int)
     d.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT...]")
@@ -36,6 +42,8 @@ def add_cluster_command(sub: Any) -> None:
 def run_cluster(args: argparse.Namespace) -> int:
     try:
         with AdminClient(args.bootstrap_server, timeout=args.timeout) as admin:
+            if args.cluster_command == "status":
+                return run_status(admin, args)
             return decommission(admin, args.broker_id, args.wait)
     except (AdminError, KafkaErrorResponse, OSError) as exc:
         print(f"Error: {exc}", file=sys.stderr)

@@ -5,6 +5,7 @@
     kbroker topics list [--exclude-internal]
     kbroker topics describe [--topic T ...] [--exclude-internal] [--under-replicated-partitions]
                             [--unavailable-partitions] [--under-min-isr-partitions] [--at-min-isr-partitions]
+        (a partition being moved also shows its adding and removing replicas and how far the copy is)
     kbroker topics delete TOPIC [TOPIC ...] [--if-exists]
     kbroker topics alter TOPIC [--partitions N] [--config K=V ...] [--delete-config K ...]
 
@@ -22,6 +23,8 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
 from kbroker.admin.client import (DEFAULT_CONFIG_SOURCE, DEFAULT_TIMEOUT_S, AdminClient, AdminError, ConfigValue,
                                   KafkaErrorResponse, PartitionState, TopicState)
+from kbroker.admin.log_dirs import LOG_DIRS_TIMEOUT_S
+from kbroker.admin.progress import Move, moves_in_progress, progress_data, progress_text
 
 # Kafka's internal topics (org.apache.kafka.common.internals.Topic); brokers also flag them in Metadata.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -195,13 +198,21 @@ def overridden_configs(configs: Sequence[ConfigValue]) -> dict[str, str | None]:
     return {c.name: c.value for c in sorted(configs, key=lambda c: c.name) if c.source != DEFAULT_CONFIG_SOURCE}
 
 
-def partition_flags(p: PartitionState, live: Iterable[int], min_isr: int | None) -> dict[str, bool]:
-    """kafka-topics' tests: under-replicated (ISR smaller than the replicas), unavailable (no leader,
-    or the leader is not a live broker), under min ISR (no leader, or ISR smaller than
-    min.insync.replicas), at min ISR (ISR exactly min.insync.replicas)."""
+def replication_factor(p: PartitionState, adding: Sequence[int] = ()) -> int:
+    """kafka-topics' replication factor: while a move is in progress, the replicas the partition had
+    before it (the full set less the adding replicas)."""
+    return len(p.replicas) - len(adding)
+
+
+def partition_flags(p: PartitionState, live: Iterable[int], min_isr: int | None,
+                    adding: Sequence[int] = ()) -> dict[str, bool]:
+    """kafka-topics' tests: under-replicated (ISR smaller than the replication factor: the replicas,
+    less the adding ones of a move in progress, as Kafka counts them), unavailable (no leader, or the
+    leader is not a live broker), under min ISR (no leader, or ISR smaller than min.insync.replicas),
+    at min ISR (ISR exactly min.insync.replicas)."""
     has_leader = p.leader >= 0
     return {
-        "under_replicated": len(p.isr) < len(p.replicas),
+        "under_replicated": len(p.isr) < replication_factor(p, adding),
         "unavailable": not has_leader or p.leader not in set(live),
         "under_min_isr": not has_leader or (min_isr is not None and len(p.isr) < min_isr),
         "at_min_isr": min_isr is not None and len(p.isr) == min_isr,
@@ -217,20 +228,35 @@ def _ids(ids: Iterable[int]) -> str:
     return ",".join(map(str, ids))
 
 
-def header_line(topic: TopicState, configs: Mapping[str, str | None]) -> str:
+def _adding(moves: Mapping[tuple[str, int], Move], topic: str, p: PartitionState) -> tuple[int, ...]:
+    move = moves.get((topic, p.partition))
+    return move.adding if move is not None else ()
+
+
+def header_line(topic: TopicState, configs: Mapping[str, str | None],
+                moves: Mapping[tuple[str, int], Move] | None = None) -> str:
     fields = [f"Topic: {topic.name}"]
     if topic.topic_id is not None:
         fields.append(f"TopicId: {topic.topic_id}")
-    replication = len(topic.partitions[0].replicas) if topic.partitions else 0
+    first = topic.partitions[0] if topic.partitions else None
+    replication = replication_factor(first, _adding(moves or {}, topic.name, first)) if first else 0
     fields += [f"PartitionCount: {len(topic.partitions)}", f"ReplicationFactor: {replication}",
                "Configs: " + ",".join(f"{k}={v}" for k, v in configs.items())]
     return "\t".join(fields)
 
 
-def partition_line(topic: str, p: PartitionState) -> str:
+def partition_line(topic: str, p: PartitionState, move: Move | None = None) -> str:
+    """kafka-topics' partition line; a partition being moved gets Kafka's Adding Replicas and
+    Removing Replicas after its ISR, and kbroker's Progress of the copy at the end."""
     leader = p.leader if p.leader >= 0 else "none"
-    return (f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}\tReplicas: {_ids(p.replicas)}"
-            f"\tIsr: {_ids(p.isr)}\tOffline: {_ids(p.offline)}")
+    line = (f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {leader}\tReplicas: {_ids(p.replicas)}"
+            f"\tIsr: {_ids(p.isr)}")
+    if move is not None:
+        line += f"\tAdding Replicas: {_ids(move.adding)}\tRemoving Replicas: {_ids(move.removing)}"
+    line += f"\tOffline: {_ids(p.offline)}"
+    if move is not None:
+        line += f"\tProgress: {progress_text(move)}"
+    return line
 
 
 class TopicView(NamedTuple):
@@ -238,22 +264,25 @@ class TopicView(NamedTuple):
     configs: dict[str, str | None]  # overridden only
     min_isr: int | None
     partitions: tuple[tuple[PartitionState, dict[str, bool]], ...]  # the selected ones, with their flags
+    moves: Mapping[tuple[str, int], Move] = {}  # the topic's moves in progress
 
 
 def topic_views(topics: Sequence[TopicState], configs: Mapping[str, Sequence[ConfigValue]], live: Iterable[int],
-                wanted: Sequence[str]) -> list[TopicView]:
+                wanted: Sequence[str], moves: Mapping[tuple[str, int], Move] | None = None) -> list[TopicView]:
     """What describe shows: each topic with its selected partitions; with filters, topics where no
     partition matches are left out."""
     live = set(live)
+    moves = moves or {}
     out = []
     for t in topics:
         entries = configs.get(t.name, ())
         min_isr = min_isr_of(entries)
         parts = tuple((p, flags) for p in t.partitions
-                      if selected(flags := partition_flags(p, live, min_isr), wanted))
+                      if selected(flags := partition_flags(p, live, min_isr, _adding(moves, t.name, p)), wanted))
         if wanted and not parts:
             continue
-        out.append(TopicView(t, overridden_configs(entries), min_isr, parts))
+        mine = {tp: m for tp, m in moves.items() if tp[0] == t.name}
+        out.append(TopicView(t, overridden_configs(entries), min_isr, parts, mine))
     return out
 
 
@@ -263,9 +292,17 @@ def describe_text(views: Sequence[TopicView], filtered: bool) -> str:
     lines = []
     for v in views:
         if not filtered:
-            lines.append(header_line(v.topic, v.configs))
-        lines += [partition_line(v.topic.name, p) for p, _flags in v.partitions]
+            lines.append(header_line(v.topic, v.configs, v.moves))
+        lines += [partition_line(v.topic.name, p, v.moves.get((v.topic.name, p.partition))) for p, _flags in v.partitions]
     return "\n".join(lines)
+
+
+def _reassignment_data(move: Move | None) -> dict | None:
+    if move is None:
+        return None
+    data = progress_data(move)
+    return {k: data[k] for k in ("adding", "removing", "progress", "copied_bytes", "total_bytes", "leader_bytes",
+                                 "replica_bytes", "unknown")}
 
 
 def describe_data(views: Sequence[TopicView]) -> list[dict]:
@@ -274,11 +311,14 @@ def describe_data(views: Sequence[TopicView]) -> list[dict]:
         "topic_id": v.topic.topic_id,
         "internal": is_internal(v.topic),
         "partition_count": len(v.topic.partitions),
-        "replication_factor": len(v.topic.partitions[0].replicas) if v.topic.partitions else 0,
+        "replication_factor": (replication_factor(v.topic.partitions[0], _adding(v.moves, v.topic.name,
+                                                                                 v.topic.partitions[0]))
+                               if v.topic.partitions else 0),
         "configs": v.configs,
         "min_insync_replicas": v.min_isr,
         "partitions": [{"partition": p.partition, "leader": p.leader if p.leader >= 0 else None,
-                        "replicas": list(p.replicas), "isr": list(p.isr), "offline": list(p.offline), **flags}
+                        "replicas": list(p.replicas), "isr": list(p.isr), "offline": list(p.offline), **flags,
+                        "reassignment": _reassignment_data(v.moves.get((v.topic.name, p.partition)))}
                        for p, flags in v.partitions],
     } for v in views]
 
@@ -289,7 +329,10 @@ def _describe(client: AdminClient, args: argparse.Namespace) -> int:
         topics = [t for t in topics if not is_internal(t)]
     configs = client.describe_topic_configs(t.name for t in topics)
     wanted = [f for f in FILTERS if getattr(args, f)]
-    views = topic_views(topics, configs, brokers, wanted)
+    states = {(t.name, p.partition): p for t in topics for p in t.partitions}
+    moves = moves_in_progress(client, brokers, states, list(states) if args.topic else None,
+                              min(args.timeout, LOG_DIRS_TIMEOUT_S)) if states else {}
+    views = topic_views(topics, configs, brokers, wanted, moves)
     _emit(args, describe_data(views), describe_text(views, filtered=bool(wanted)))
     return 0
 

@@ -138,7 +138,7 @@ def test_describe_json():
         "configs": {"min.insync.replicas": "2", "retention.ms": "1000", "segment.bytes": "1048576"}}
     assert topic["partitions"][0] == {"partition": 2, "leader": None, "replicas": [3, 1, 2], "isr": [3],
                                       "offline": [3], "under_replicated": True, "unavailable": True,
-                                      "under_min_isr": True, "at_min_isr": False}
+                                      "under_min_isr": True, "at_min_isr": False, "reassignment": None}
     assert [p["partition"] for p in topic["partitions"]] == [2, 3]
 
 
