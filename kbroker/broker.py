@@ -20,6 +20,7 @@ from kbroker.errors import (
     CoordinatorNotAvailableError,
     ErrorCode,
     InvalidPartitionsError,
+    InvalidRequestError,
     KafkaError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
@@ -100,6 +101,7 @@ class Broker:
         if self.cluster:
             self.group_coordinator.owned = set()
             self.replica_manager.leadership_listeners.append(self._on_leadership)
+            self.metadata.broker_config_listeners.append(self.replica_manager.quotas.update_rates)
 
     def startup(self) -> None:
         self.log_manager.startup()
@@ -236,6 +238,25 @@ class Broker:
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         await _resolved(self.metadata.set_topic_configs(name, configs))
+
+    # -- dynamic broker configs (the replication throttle rates), in a cluster -------------------
+    def dynamic_broker_configs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(this broker's dynamic configs, the cluster-wide default ones); none on the single node."""
+        return self.metadata.dynamic_broker_configs() if self.cluster else ({}, {})
+
+    async def broker_configs(self, entity: str) -> dict[str, str]:
+        """The dynamic configs stored for `entity`: a broker id, or `<default>` for every broker."""
+        self._require_cluster()
+        return await self.metadata.broker_configs(entity)
+
+    async def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        self._require_cluster()
+        await self.metadata.set_broker_configs(entity, configs)
+
+    def _require_cluster(self) -> None:
+        if not self.cluster:
+            raise InvalidRequestError("Dynamic broker configs (the replication throttle rates) need a cluster: "
+                                      "the single node has no replication to throttle")
 
     # -- periodic work --------------------------------------------------------------------------
     def periodic_tasks(self) -> list[tuple[float, callable]]:

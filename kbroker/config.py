@@ -4,6 +4,7 @@
 falls back to its broker synonym (`retention.ms` → `log.retention.ms` → `log.retention.minutes`
 → `log.retention.hours`), then to its default, exactly as Kafka resolves it; `describe_topic_config`
 reports where each value came from, which DescribeConfigs returns to clients.
+`DYNAMIC_BROKER_CONFIGS` are the broker keys set only at run time (the replication throttle rates).
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ def format_value(value: Any) -> str | None:
 
 def _at_least(n: int) -> Callable[[Any], bool]:
     return lambda v: v >= n
+
+
+def _throttled_replicas(items: list[str]) -> bool:
+    """Kafka's ThrottledReplicaListValidator: '*' alone, or partition:broker entries."""
+    return items == ["*"] or all(re.fullmatch(r"[0-9]+:[0-9]+", item) for item in items)
 
 
 _B, _S, _I, _L, _D, _LIST = (
@@ -243,6 +249,26 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
         (ConfigDef("segment.jitter.ms", _L, 0, "Roll jitter.", _at_least(0)), ("log.roll.jitter.ms", "log.roll.jitter.hours")),
         (ConfigDef("segment.ms", _L, 604800000, "Segment age before roll.", _at_least(1)), ("log.roll.ms", "log.roll.hours")),
         (ConfigDef("unclean.leader.election.enable", _B, False, "Unclean election."), ("unclean.leader.election.enable",)),
+        (ConfigDef("leader.replication.throttled.replicas", _LIST, [], "Replicas (partition:broker,... or *) "
+                   "whose leaders throttle replication to leader.replication.throttled.rate.",
+                   _throttled_replicas), ()),
+        (ConfigDef("follower.replication.throttled.replicas", _LIST, [], "Replicas (partition:broker,... or *) "
+                   "whose followers throttle replication to follower.replication.throttled.rate.",
+                   _throttled_replicas), ()),
+    ]
+}
+
+# Broker keys that are only set at run time (AlterConfigs on a broker resource, stored in
+# /config/brokers/<id> or /config/brokers/<default>), as Kafka's DynamicConfig.Broker.
+DYNAMIC_BROKER_CONFIGS: dict[str, ConfigDef] = {
+    d.name: d
+    for d in [
+        ConfigDef("leader.replication.throttled.rate", _L, LONG_MAX, "Upper bound (bytes/s) on replication "
+                  "traffic this broker sends as leader of the replicas in leader.replication.throttled.replicas.",
+                  _at_least(0)),
+        ConfigDef("follower.replication.throttled.rate", _L, LONG_MAX, "Upper bound (bytes/s) on replication "
+                  "traffic this broker fetches as follower of the replicas in follower.replication.throttled.replicas.",
+                  _at_least(0)),
     ]
 }
 
@@ -402,17 +428,19 @@ def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) ->
             if broker.is_set(broker_key):
                 synonyms.append((broker_key, format_value(broker.get(broker_key)), ConfigSource.STATIC_BROKER_CONFIG))
         broker_value, broker_key = broker.broker_value_for_topic_key(key)
-        if broker_key is None:
+        if broker_key is None and synonyms_keys:
             synonyms.append((synonyms_keys[0], format_value(broker_value), ConfigSource.DEFAULT_CONFIG))
         value = effective_topic_value(broker, overrides, key)
-        source = synonyms[0][2]
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG  # a key with no broker synonym
         entries.append(ConfigEntry(key, format_value(value), source, False, definition.sensitive,
                                    definition.type, definition.doc, tuple(synonyms)))
     return entries
 
 
-def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
-    """Every broker config with its value and source (static configs are read-only, as in Kafka)."""
+def describe_broker_config(broker: BrokerConfig, dynamic: Mapping[str, str] | None = None,
+                           dynamic_default: Mapping[str, str] | None = None) -> list[ConfigEntry]:
+    """Every broker config with its value and source: static configs are read-only, as in Kafka;
+    the dynamic ones come from this broker's dynamic configs, else the cluster-wide default ones."""
     entries = []
     for key, definition in sorted(BROKER_CONFIGS.items()):
         explicit = broker.is_set(key)
@@ -420,7 +448,27 @@ def describe_broker_config(broker: BrokerConfig) -> list[ConfigEntry]:
         value = None if definition.sensitive else format_value(broker.get(key))
         entries.append(ConfigEntry(key, value, source, True, definition.sensitive, definition.type,
                                    definition.doc, ((key, value, source),)))
-    return entries
+    for key, definition in DYNAMIC_BROKER_CONFIGS.items():
+        synonyms = [(key, (layer or {}).get(key), layer_source)
+                    for layer, layer_source in ((dynamic, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                                                (dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+                    if (layer or {}).get(key) is not None]
+        synonyms.append((key, format_value(definition.default), ConfigSource.DEFAULT_CONFIG))
+        _, value, source = synonyms[0]
+        entries.append(ConfigEntry(key, value, source, False, definition.sensitive, definition.type,
+                                   definition.doc, tuple(synonyms)))
+    return sorted(entries, key=lambda e: e.name)
+
+
+def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> dict[str, Any]:
+    """Check a broker resource's new dynamic configs (AlterConfigs); typed values, InvalidConfigError
+    for keys that cannot change at run time (Kafka's words) or values that do not fit."""
+    static = sorted(k for k in configs if k not in DYNAMIC_BROKER_CONFIGS)
+    if static:
+        raise InvalidConfigError(f"Cannot update these configs dynamically: {', '.join(static)} (kbroker changes "
+                                 f"{' and '.join(DYNAMIC_BROKER_CONFIGS)} at run time; set the others in the "
+                                 "broker's properties file)")
+    return {k: _parse(DYNAMIC_BROKER_CONFIGS[k], v) for k, v in configs.items()}
 
 
 def log_config_for(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:

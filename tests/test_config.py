@@ -57,3 +57,30 @@ def test_describe_reports_source_and_synonyms():
     assert entries["max.message.bytes"].source == ConfigSource.DEFAULT_CONFIG
     assert entries["max.message.bytes"].synonyms[0][0] == "message.max.bytes"
     assert len(entries) >= 20
+
+
+def test_throttled_replica_lists_are_topic_configs_with_kafkas_syntax():
+    ok = {"leader.replication.throttled.replicas": "0:101,1:102", "follower.replication.throttled.replicas": "*"}
+    assert validate_topic_configs(ok) == {"leader.replication.throttled.replicas": ["0:101", "1:102"],
+                                          "follower.replication.throttled.replicas": ["*"]}
+    assert validate_topic_configs({"leader.replication.throttled.replicas": ""}) == {
+        "leader.replication.throttled.replicas": []}
+    for bad in ("0-101", "*,0:1", "a:1", "0:101:2"):
+        with pytest.raises(InvalidConfigError):
+            validate_topic_configs({"follower.replication.throttled.replicas": bad})
+    entries = {e.name: e for e in describe_topic_config(BrokerConfig(), {"leader.replication.throttled.replicas": "0:1"})}
+    assert (entries["leader.replication.throttled.replicas"].value,
+            entries["leader.replication.throttled.replicas"].source) == ("0:1", ConfigSource.DYNAMIC_TOPIC_CONFIG)
+    assert (entries["follower.replication.throttled.replicas"].value,
+            entries["follower.replication.throttled.replicas"].source) == ("", ConfigSource.DEFAULT_CONFIG)
+
+
+def test_the_throttle_rates_are_dynamic_only():
+    from kbroker.config import validate_dynamic_broker_configs
+
+    assert validate_dynamic_broker_configs({"leader.replication.throttled.rate": "1000"}) == {
+        "leader.replication.throttled.rate": 1000}
+    with pytest.raises(InvalidConfigError, match="Cannot update these configs dynamically: log.dirs"):
+        validate_dynamic_broker_configs({"log.dirs": "/x"})
+    config = BrokerConfig.from_dict({"leader.replication.throttled.rate": "5"})  # a properties file cannot set it
+    assert config.unknown == {"leader.replication.throttled.rate": "5"}

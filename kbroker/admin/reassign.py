@@ -1,7 +1,11 @@
 """`kbroker reassign`: what kafka-reassign-partitions.sh does, over the Kafka protocol.
 
-    kbroker reassign --plan FILE --execute     start the moves of a plan (AlterPartitionReassignments)
-    kbroker reassign --plan FILE --verify      report each partition of the plan: done, moving, or not started
+    kbroker reassign --plan FILE --execute [--throttle BYTES_PER_S]
+                                               start the moves of a plan (AlterPartitionReassignments),
+                                               their catch-up throttled (see `throttle`)
+    kbroker reassign --plan FILE --verify [--preserve-throttles]
+                                               report each partition of the plan: done, moving, or not
+                                               started; with no move left in the cluster, remove the throttle
     kbroker reassign --plan FILE --cancel      cancel the plan's moves still running (back to the old replicas)
     kbroker reassign --list                    the moves in progress (ListPartitionReassignments)
     kbroker reassign --generate --topics T[,T...] --brokers 1,2,3 [--plan FILE]
@@ -19,6 +23,7 @@ import json
 import sys
 from typing import Any
 
+from kbroker.admin import throttle
 from kbroker.admin.client import DEFAULT_TIMEOUT_S, AdminClient, AdminError, KafkaErrorResponse
 
 PLAN_VERSION = 1
@@ -43,6 +48,11 @@ def add_reassign_command(sub: Any) -> None:
     action.add_argument("--generate", action="store_true", help="propose a plan (printed, or written to --plan)")
     p.add_argument("--topics", metavar="T[,T...]", help="--generate: the topics to place")
     p.add_argument("--brokers", metavar="ID[,ID...]", help="--generate: the brokers to place them on")
+    p.add_argument("--throttle", type=int, default=-1, metavar="BYTES_PER_S",
+                   help="--execute: limit the replication of the moving replicas to this rate on every broker "
+                        "involved, until --verify finds every move done")
+    p.add_argument("--preserve-throttles", action="store_true",
+                   help="--verify: leave the throttle in place even when every move is done")
 
 
 # -- the plan format -------------------------------------------------------------------------------------
@@ -149,19 +159,30 @@ def _run(admin: AdminClient, args: argparse.Namespace) -> int:
                 f.write(format_plan(proposed) + "\n")
         return 0
     plan = _read_plan(args)
+    if args.throttle >= 0 and not args.execute:
+        raise PlanError("--throttle goes with --execute")
     if args.execute:
         current = _current(admin, {t for t, _ in plan})
         print(f"Current partition replica assignment\n\n{format_plan({k: current[k] for k in plan if k in current})}\n")
         print("Save this to use as the --plan JSON during rollback")
+        if args.throttle >= 0:  # before the moves start, so their catch-up is throttled from the first byte
+            print("Warning: You must run --verify periodically, until the reassignment completes, to ensure the "
+                  "throttle is removed.")
+            moves = throttle.proposed_moves(admin.list_partition_reassignments(), plan, current)
+            print("\n".join(throttle.set_throttle(admin, moves, args.throttle)))
         errors = admin.alter_partition_reassignments(plan)
         return _report(errors, "Successfully started partition reassignment", "start")
     if args.cancel:
         errors = admin.alter_partition_reassignments({k: None for k in plan})
         return _report(errors, "Successfully cancelled partition reassignment", "cancel")
-    moving = set(admin.list_partition_reassignments([k for k in plan]))
-    lines = verify(plan, _current(admin, {t for t, _ in plan}), moving)
+    in_progress = admin.list_partition_reassignments()
+    lines = verify(plan, _current(admin, {t for t, _ in plan}), set(in_progress) & set(plan))
     print("Status of partition reassignment:")
     print("\n".join(lines))
+    if not in_progress and not args.preserve_throttles:
+        # Kafka's rule: the rates are per broker and shared by every move, so they go only when
+        # no move at all is left; the brokers are all live ones and the plan's
+        print("\n".join(throttle.clear_throttles(admin, {t for t, _ in plan}, {b for r in plan.values() for b in r})))
     return 0 if all(line.endswith("is completed.") for line in lines) else 1
 
 

@@ -1,13 +1,21 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics (and read-only broker configs)."""
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers.
+
+A broker's static configs are read-only; its dynamic ones (the replication throttle rates) are
+altered as Kafka does in ZooKeeper mode: a broker resource named by id is altered on that broker
+only, an empty name is the cluster-wide default (`/config/brokers/<default>`).
+"""
 
 from __future__ import annotations
 
 from kbroker.api.context import RequestContext
 from kbroker.config import (
+    BROKER_CONFIGS,
+    DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIGS,
     describe_broker_config,
     describe_topic_config,
     format_value,
+    validate_dynamic_broker_configs,
     validate_topic_configs,
 )
 from kbroker.errors import (
@@ -21,11 +29,19 @@ from kbroker.errors import (
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+DEFAULT_BROKER_ENTITY = "<default>"  # Kafka's name for the cluster-wide broker entity
 
 
 def _check_broker(ctx: RequestContext, name: str) -> None:
     if name not in ("", str(ctx.broker.node_id)):
         raise InvalidRequestError(f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}")
+
+
+def _broker_entity(ctx: RequestContext, name: str) -> str:
+    """Where an altered broker resource's configs are stored: this broker's id, or `<default>` for
+    the empty name (Kafka's getBrokerId)."""
+    _check_broker(ctx, name)
+    return name or DEFAULT_BROKER_ENTITY
 
 
 async def describe_configs(ctx: RequestContext, request) -> dict:
@@ -44,7 +60,7 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
                 entries = describe_topic_config(broker.config, info.configs)
             elif resource.resource_type == BROKER:
                 _check_broker(ctx, resource.resource_name)
-                entries = describe_broker_config(broker.config)
+                entries = describe_broker_config(broker.config, *broker.dynamic_broker_configs())
             else:
                 raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
             keys = resource.configuration_keys
@@ -65,13 +81,29 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
 
 async def _alter(ctx: RequestContext, resource, new_configs, validate_only: bool) -> None:
     if resource.resource_type == BROKER:
-        _check_broker(ctx, resource.resource_name)
-        raise InvalidRequestError("Broker configs are static in kbroker: set them in server.properties")
+        entity = _broker_entity(ctx, resource.resource_name)
+        validate_dynamic_broker_configs(new_configs)
+        if not validate_only:
+            await ctx.broker.set_broker_configs(entity, new_configs)
+        return
     if resource.resource_type != TOPIC:
         raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
     validate_topic_configs(new_configs)
     if not validate_only:
         await ctx.broker.set_topic_configs(resource.resource_name, new_configs)
+
+
+async def _current(ctx: RequestContext, resource) -> dict[str, str]:
+    """What an incremental alter starts from: a topic's overrides, a broker entity's dynamic configs."""
+    if resource.resource_type == BROKER:
+        return await ctx.broker.broker_configs(_broker_entity(ctx, resource.resource_name))
+    return _topic_overrides(ctx, resource)
+
+
+def _definition(resource_type: int, name: str):
+    if resource_type == BROKER:
+        return DYNAMIC_BROKER_CONFIGS.get(name) or BROKER_CONFIGS.get(name)
+    return TOPIC_CONFIGS.get(name, (None, ()))[0]
 
 
 def _topic_overrides(ctx: RequestContext, resource) -> dict[str, str]:
@@ -104,11 +136,14 @@ async def incremental_alter_configs(ctx: RequestContext, request) -> dict:
         entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
                  "resource_name": resource.resource_name}
         try:
-            configs = _topic_overrides(ctx, resource)
+            configs = await _current(ctx, resource)
             for c in resource.configs:
-                definition = TOPIC_CONFIGS.get(c.name, (None, ()))[0]
+                definition = _definition(resource.resource_type, c.name)
                 if definition is None and resource.resource_type == TOPIC:
                     raise InvalidConfigError(f"Unknown topic config name: {c.name}")
+                if definition is None and resource.resource_type == BROKER and c.config_operation != DELETE:
+                    # deleting a key that is not set is a no-op (Kafka's reassign tool deletes a third throttle)
+                    raise InvalidConfigError(f"Unknown broker config name: {c.name}")
                 if c.config_operation == SET:
                     configs[c.name] = c.value
                 elif c.config_operation == DELETE:

@@ -2,7 +2,8 @@
 `min_bytes` up to `max_wait`, within `max_bytes` and each partition's `partition_max_bytes`.
 
 Fetch sessions (KIP-227) are declined with session id 0, so every request is a full fetch, which
-every client handles. v13+ names topics by id.
+every client handles. v13+ names topics by id. A follower's fetch (replica id set) reads up to the
+log end and is subject to the leader's replication throttle (`replica/quota.py`).
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ async def handle(ctx: RequestContext, request) -> dict:
         if not await ctx.broker.replica_manager.wait_for_data(tps, remaining):
             results = _read_all(ctx, wanted, max_bytes, read_committed, replica_id)
             break
+    if replica_id >= 0:  # the leader's replication throttle counts what followers are sent
+        ctx.broker.replica_manager.record_sent_to_follower(r for _, _, parts in results for _, r in parts)
 
     responses = []
     for name, topic_id, parts in results:

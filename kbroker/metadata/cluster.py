@@ -6,8 +6,10 @@ keeps current with UpdateMetadata, so every broker answers Metadata alike withou
 partition znodes. Writes follow Kafka's AdminZkClient: a topic is created by writing
 `/config/topics/<t>` then `/brokers/topics/<t>` (the controller notices and elects leaders), grown
 by rewriting its assignment, deleted by `/admin/delete_topics/<t>`, reconfigured through
-`/config/topics/<t>` plus a `/config/changes` notification that every broker watches. Producer id
-blocks come from `/latest_producer_id_block` with conditional writes.
+`/config/topics/<t>` plus a `/config/changes` notification that every broker watches. Dynamic
+broker configs (the replication throttle rates) live in `/config/brokers/<id>` and
+`/config/brokers/<default>`, changed the same way. Producer id blocks come from
+`/latest_producer_id_block` with conditional writes.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import trio
 
@@ -61,6 +63,8 @@ class ClusterMetadataStore:
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._configs: dict[str, dict[str, str]] = {}
+        self._broker_configs: dict[str, dict[str, str]] = {}  # this broker's and <default> dynamic configs
+        self.broker_config_listeners: list[Callable[[dict[str, str], dict[str, str]], None]] = []
         self._listeners: list[MetadataListener] = []
         self._changed = trio.Event()
         self.first_update = trio.Event()  # set by the first UpdateMetadata from a controller
@@ -72,6 +76,7 @@ class ClusterMetadataStore:
             await self.session.call(self.zk.ensure_path, path)
         self.cluster_id = await self._cluster_id(wanted_cluster_id)
         await self._watch_config_changes(initial=True)
+        await self._load_broker_configs(self._broker_entities)
 
     async def _cluster_id(self, wanted: str | None) -> str:
         try:
@@ -280,13 +285,18 @@ class ClusterMetadataStore:
         self._last_config_change = new[-1]
         results = await self.session.call(self.zk.get_many, [f"{zk.CONFIG_CHANGES}/{c}" for c in new])
         topics = set()
+        brokers = set()
         for result in results:
             entity = zk.decode_config_change(result[0]) if result else None
             if entity and entity[0] == "topics":
                 topics.add(entity[1])
+            elif entity and entity[0] == "brokers" and entity[1] in self._broker_entities:
+                brokers.add(entity[1])
         for topic in topics:
             self._configs.pop(topic, None)
         await self.load_configs(sorted(t for t in topics if t in self._topics))
+        if brokers:
+            await self._load_broker_configs(sorted(brokers))
 
     def _config_changes_fired(self) -> None:
         if self._nursery is not None:
@@ -302,6 +312,54 @@ class ClusterMetadataStore:
             await self._watch_config_changes()
         except zk.ZkError as exc:
             logger.warning("reading config changes failed: %s", exc)
+
+    # -- dynamic broker configs -----------------------------------------------------------------------
+    @property
+    def _broker_entities(self) -> list[str]:
+        return [str(self.me.node_id), zk.DEFAULT_BROKER_ENTITY]
+
+    def dynamic_broker_configs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(this broker's dynamic configs, the cluster-wide default ones), as last read."""
+        return (dict(self._broker_configs.get(str(self.me.node_id), {})),
+                dict(self._broker_configs.get(zk.DEFAULT_BROKER_ENTITY, {})))
+
+    async def _load_broker_configs(self, entities: list[str]) -> None:
+        results = await self.session.call(self.zk.get_many, [zk.broker_config_path(e) for e in entities])
+        for entity, result in zip(entities, results):
+            self._broker_configs[entity] = zk.decode_config(result[0] if result else None)
+        self._notify_broker_configs()
+
+    def _notify_broker_configs(self) -> None:
+        own, default = self.dynamic_broker_configs()
+        for listener in self.broker_config_listeners:
+            try:
+                listener(own, default)
+            except Exception:
+                logger.exception("broker config listener failed")
+
+    async def broker_configs(self, entity: str) -> dict[str, str]:
+        """The dynamic configs stored for `entity` (a broker id or `<default>`), read from ZooKeeper."""
+        try:
+            data, _ = await self.session.call(self.zk.get, zk.broker_config_path(entity))
+        except zk.NoNodeError:
+            return {}
+        return zk.decode_config(data)
+
+    async def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Kafka's AdminZkClient.changeBrokerConfig: the entity's configs, then a notification."""
+        path, data = zk.broker_config_path(entity), zk.encode_config(configs)
+        try:
+            await self.session.call(self.zk.set, path, data)
+        except zk.NoNodeError:
+            try:
+                await self.session.call(self.zk.create, path, data, makepath=True)
+            except zk.NodeExistsError:
+                await self.session.call(self.zk.set, path, data)
+        await self.session.call(self.zk.create, f"{zk.CONFIG_CHANGES}/{zk.CONFIG_CHANGE_PREFIX}",
+                                zk.encode_config_change("brokers", entity), sequence=True)
+        if entity in self._broker_entities:
+            self._broker_configs[entity] = dict(configs)
+            self._notify_broker_configs()
 
     # -- writes (AdminZkClient) -----------------------------------------------------------------------
     async def create_topic(self, name: str, assignment: list[list[int]], configs: dict[str, str],

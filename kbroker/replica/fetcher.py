@@ -6,6 +6,12 @@ leader's unacknowledged tail goes — then fetches from its log end with Fetch v
 replica id and current leader epoch. Fetched batches keep their offsets (`append_as_follower`);
 the follower's high watermark is the leader's, capped by its own log end. The leader learns the
 follower's progress from the fetch offsets.
+
+The follower's replication throttle (Kafka's): a throttled partition that is not in sync (behind
+the leader's high watermark at its last fetch, or not fetched yet) is left out of the fetch while
+the follower quota is exceeded (with nothing else to fetch, the fetcher waits until the quota
+allows again, at most `replica.fetch.backoff.ms`); the bytes of every throttled partition fetched
+count towards it.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ class _FetchState:
     leader_epoch: int
     truncating: bool = True
     delayed_until: float = 0.0
+    in_sync: bool = False  # at the leader's high watermark after the last fetch (Kafka: lag 0)
 
 
 class _LeaderFetcher:
@@ -46,6 +53,7 @@ class _LeaderFetcher:
         self.partitions: dict[TopicPartition, _FetchState] = {}
         self.scope = trio.CancelScope()
         self.changed = trio.Event()
+        self._pause_s = manager.backoff_s
         self.channel = manager.open_channel(*endpoint)
 
     def poke(self) -> None:
@@ -59,19 +67,20 @@ class _LeaderFetcher:
                         self.changed = trio.Event()
                         await self.changed.wait()
                     elif not await self._round():
-                        await self._backoff()
+                        await self._backoff(self._pause_s)
             finally:
                 with trio.CancelScope(shield=True):
                     await self.channel.aclose()
 
-    async def _backoff(self) -> None:
+    async def _backoff(self, delay_s: float) -> None:
         self.changed = trio.Event()
-        with trio.move_on_after(self.manager.backoff_s):
+        with trio.move_on_after(delay_s):
             await self.changed.wait()
 
     async def _round(self) -> bool:
-        """One truncation and/or fetch round; False when nothing could be done (back off)."""
+        """One truncation and/or fetch round; False when nothing could be done (back off for `_pause_s`)."""
         now = trio.current_time()
+        self._pause_s = self.manager.backoff_s
         rm = self.manager.replica_manager
         ready = {}
         for tp, state in list(self.partitions.items()):
@@ -88,7 +97,10 @@ class _LeaderFetcher:
         try:
             if truncating:
                 await self._truncate(truncating)
-            fetching = {tp: v for tp, v in ready.items() if not v[1].truncating}
+            fetching = {tp: v for tp, v in ready.items() if not v[1].truncating and not self._throttled(tp, v[1])}
+            if not fetching and not truncating:  # held back by the throttle: until the quota allows again
+                throttle_ms = self.manager.replica_manager.quotas.follower.throttle_time_ms()
+                self._pause_s = min(self._pause_s, max(throttle_ms, 10) / 1000)
             if fetching:
                 await self._fetch(fetching)
                 return True
@@ -96,6 +108,11 @@ class _LeaderFetcher:
             logger.info("fetching from broker %d at %s:%d failed: %s", self.leader_id, *self.endpoint, exc)
             return False
         return bool(truncating)
+
+    def _throttled(self, tp: TopicPartition, state: _FetchState) -> bool:
+        """Kafka's shouldFollowerThrottle: never an in-sync partition, so it keeps its ISR place."""
+        quota = self.manager.replica_manager.quotas.follower
+        return not state.in_sync and quota.is_throttled(tp) and quota.is_quota_exceeded()
 
     async def _truncate(self, parts: dict) -> None:
         topics: dict[str, list[dict]] = {}
@@ -169,6 +186,9 @@ class _LeaderFetcher:
                 state.delayed_until = trio.current_time() + self.manager.backoff_s
             return
         records = p.records
+        quota = self.manager.replica_manager.quotas.follower
+        if records and quota.is_throttled(tp):  # in sync or not: all throttled traffic counts
+            quota.record(len(records))
         if records:
             buf = bytearray(records)
             batches = validate_batches(buf, from_client=False)
@@ -180,6 +200,7 @@ class _LeaderFetcher:
                 buf = buf[start:]
                 batches = [(pos - start, h) for pos, h in batches]
             log.append_as_follower(buf, batches)
+        state.in_sync = p.high_watermark <= log.log_end_offset
         partition.update_follower_high_watermark(p.high_watermark)
         if p.log_start_offset > log.log_start_offset:  # DeleteRecords or retention on the leader
             log.maybe_increment_log_start_offset(min(p.log_start_offset, log.high_watermark))

@@ -10,6 +10,11 @@ when a follower falls behind `replica.lag.time.max.ms` or catches up.
 It also owns the waiting side of Fetch and of acks=all: a fetch that has too few bytes, or a
 produce waiting for its ISR, parks on an event that appends, high watermark moves and role
 changes of its partitions set, so nothing polls.
+
+Replication throttles (`quota.py`) are kept current from the topic configs here; as leader it
+sends nothing for a throttled partition to a follower outside the ISR while the leader quota is
+exceeded (Kafka's shouldLeaderThrottle), and counts what it sends to followers for throttled
+partitions.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from kbroker.log.log_manager import LogManager
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.metadata.store import MetadataStore, TopicInfo
 from kbroker.replica.partition import NO_LEADER, Partition
+from kbroker.replica.quota import ReplicationQuotas
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +51,10 @@ AlterPartitionSender = Callable[[list[tuple[str, int, int, int, list[int]]]], Aw
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass
@@ -63,7 +73,8 @@ class FetchPartitionResult:
 
 class ReplicaManager:
     def __init__(self, node_id: int, config: BrokerConfig, log_manager: LogManager, metadata: MetadataStore,
-                 *, cluster: bool = False, now_ms: Callable[[], int] = wall_clock_ms) -> None:
+                 *, cluster: bool = False, now_ms: Callable[[], int] = wall_clock_ms,
+                 quota_clock_ms: Callable[[], int] = monotonic_ms) -> None:
         self.node_id = node_id
         self.config = config
         self.log_manager = log_manager
@@ -78,6 +89,7 @@ class ReplicaManager:
         self.leadership_listeners: list[Callable[[TopicPartition, bool], None]] = []
         self._isr_requests: dict[TopicPartition, tuple[Partition, list[int]]] = {}
         self._isr_wake = trio.Event()
+        self.quotas = ReplicationQuotas(node_id, quota_clock_ms)
         metadata.add_listener(self._on_topic_change)
 
     # -- following the metadata --------------------------------------------------------------
@@ -86,6 +98,7 @@ class ReplicaManager:
             self._on_topic_change(info.name, info)
 
     def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
+        self.quotas.update_topic(name, None if info is None else info.configs)
         if self.cluster:  # the controller places replicas; metadata brings configs only
             if info is not None:
                 self._apply_configs(name, info)
@@ -347,10 +360,26 @@ class ReplicaManager:
             if log.log_start_offset <= fetch_offset and max_offset <= fetch_offset <= log.log_end_offset:
                 return result
             info = log.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message)
-            result.records = info.records
+            if replica_id < 0 or not self.should_leader_throttle(partition, replica_id):
+                result.records = info.records  # a throttled follower gets nothing this time and asks again
             return result
         except KafkaError as exc:
             return FetchPartitionResult(tp, error=exc)
+
+    # -- replication throttles (the leader side) ---------------------------------------------------
+    def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:
+        """Kafka's rule: only a follower outside the ISR is held back, so the throttle never pushes
+        an in-sync follower out of the ISR; and only while the leader quota is exceeded."""
+        quota = self.quotas.leader
+        return replica_id not in partition.isr and quota.is_throttled(partition.topic_partition) \
+            and quota.is_quota_exceeded()
+
+    def record_sent_to_follower(self, results: Iterable[FetchPartitionResult]) -> None:
+        """The bytes of throttled partitions in a follower's fetch answer count towards the leader
+        quota, in sync or not, so the total replication traffic stays within the rate (Kafka)."""
+        quota = self.quotas.leader
+        size = sum(r.size for r in results if quota.is_throttled(r.topic_partition))
+        quota.record(size)
 
     def shutdown(self) -> None:
         if self.fetchers is not None:

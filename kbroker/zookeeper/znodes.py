@@ -82,6 +82,14 @@ def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
 
 
+DEFAULT_BROKER_ENTITY = "<default>"  # /config/brokers/<default>: dynamic configs of every broker
+
+
+def broker_config_path(entity: str) -> str:
+    """`/config/brokers/<id>` (one broker's dynamic configs) or `/config/brokers/<default>`."""
+    return f"{CONFIG_BROKERS}/{entity}"
+
+
 def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS}/{topic}"
 
@@ -249,7 +257,7 @@ def decode_partition_state(data: bytes, version: int) -> LeaderAndIsr:
                         int(payload["controller_epoch"]), version)
 
 
-# -- /config/topics/<t>, /config/changes ------------------------------------------------------------
+# -- /config/topics/<t>, /config/brokers/<id>, /config/changes --------------------------------------
 def encode_config(config: dict[str, str]) -> bytes:
     return _json({"version": 1, "config": dict(config)})
 
