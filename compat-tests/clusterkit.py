@@ -180,6 +180,32 @@ class AckedProducer:
         return sum(len(v) for v in self.acked.values())
 
 
+class GroupReader:
+    """A confluent-kafka consumer in a group, committing as it goes: every value it received."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        from confluent_kafka import Consumer
+
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                                  "enable.auto.commit": True, "auto.commit.interval.ms": 200})
+        self.consumer.subscribe([topic])
+        self.values: set[bytes] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            msg = self.consumer.poll(0.2)
+            if msg is not None and not msg.error():
+                self.values.add(msg.value())
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.consumer.close()
+
+
 def read_all(bootstrap: str, topic: str, num_partitions: int, timeout_s: float = 60) -> dict[int, list[tuple[int, bytes]]]:
     """Everything up to each partition's high watermark, by assign (no group)."""
     from confluent_kafka import Consumer, TopicPartition

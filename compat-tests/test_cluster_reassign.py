@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
@@ -48,38 +47,12 @@ def plan_of(topic: str, targets: list[list[int]]) -> dict:
                                          for p, r in enumerate(targets)]}
 
 
-class GroupReader:
-    """A confluent-kafka consumer in a group, committing as it goes: every value it received."""
-
-    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
-        from confluent_kafka import Consumer
-
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                                  "enable.auto.commit": True, "auto.commit.interval.ms": 200})
-        self.consumer.subscribe([topic])
-        self.values: set[bytes] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            msg = self.consumer.poll(0.2)
-            if msg is not None and not msg.error():
-                self.values.add(msg.value())
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(10)
-        self.consumer.close()
-
-
 def test_every_replica_moves_to_other_brokers_under_load(cluster, tmp_path):
     with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
         admin.create_topic("moved", assignment=[[1, 2], [2, 1], [1, 2]])
     ck.wait_for(lambda: ck.in_sync(cluster, "moved", 3, 2), 30, "moved online")
     producer = ck.AckedProducer(ck.live_bootstrap(cluster), "moved").start()
-    reader = GroupReader(ck.live_bootstrap(cluster), "moved", "movers")
+    reader = ck.GroupReader(ck.live_bootstrap(cluster), "moved", "movers")
     time.sleep(2)
     targets = [[3, 4], [4, 3], [3, 4]]
     started = reassign(cluster, "--execute", plan=plan_of("moved", targets), tmp_path=tmp_path)

@@ -30,6 +30,7 @@ from kbroker.group.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
 from kbroker.log.log_manager import LogManager
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.metadata.store import (
+    INTERNAL_TOPICS,
     BrokerInfo,
     LocalMetadataStore,
     TopicInfo,
@@ -226,7 +227,8 @@ class Broker:
             raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
         current = info.num_partitions
         if count < current:
-            raise InvalidPartitionsError(f"Topic currently has {current} partitions, {count} would not be an increase.")
+            await self._decrease_partitions(name, count, validate_only)
+            return
         if count == current:
             raise InvalidPartitionsError(f"Topic already has {current} partitions.")
         brokers = await self._brokers_for_assignment()
@@ -235,6 +237,19 @@ class Broker:
         validate_assignment(brokers, info.assignment + assignment)
         if not validate_only:
             await _resolved(self.metadata.add_partitions(name, assignment))
+
+    async def _decrease_partitions(self, name: str, count: int, validate_only: bool) -> None:
+        """kbroker's own: a lower count retires the partitions from `count` on (docs/cluster.md,
+        "Decreasing partitions"); Kafka refuses any decrease with INVALID_PARTITIONS."""
+        if not self.cluster:
+            raise InvalidPartitionsError("Decreasing the number of partitions needs a cluster (zookeeper.connect): "
+                                         "the single node does not retire partitions")
+        if name in INTERNAL_TOPICS:
+            raise InvalidPartitionsError(f"The partitions of the internal topic {name} cannot be decreased")
+        if count < 1:
+            raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+        if not validate_only:
+            await self.metadata.retire_partitions(name, count)
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
         await _resolved(self.metadata.set_topic_configs(name, configs))

@@ -249,6 +249,9 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
         (ConfigDef("segment.jitter.ms", _L, 0, "Roll jitter.", _at_least(0)), ("log.roll.jitter.ms", "log.roll.jitter.hours")),
         (ConfigDef("segment.ms", _L, 604800000, "Segment age before roll.", _at_least(1)), ("log.roll.ms", "log.roll.hours")),
         (ConfigDef("unclean.leader.election.enable", _B, False, "Unclean election."), ("unclean.leader.election.enable",)),
+        (ConfigDef("retired.records.partitioner", _S, "murmur2", "kbroker's own: after a partition decrease, "
+                   "where a retired partition's keyed records go (the producers' default partitioner).",
+                   choices=("murmur2", "consistent_random")), ()),
         (ConfigDef("leader.replication.throttled.replicas", _LIST, [], "Replicas (partition:broker,... or *) "
                    "whose leaders throttle replication to leader.replication.throttled.rate.",
                    _throttled_replicas), ()),

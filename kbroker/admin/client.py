@@ -34,6 +34,7 @@ DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42
 CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 32, 37, 44
 ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 DESCRIBE_LOG_DIRS = 35
+ELECT_LEADERS = 43
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
 # The versions this client knows how to fill and read, per API: where a newer version changes the
@@ -55,6 +56,7 @@ CLIENT_VERSIONS = {
     ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     LIST_PARTITION_REASSIGNMENTS: (0, 0),
     DESCRIBE_LOG_DIRS: (1, 4),
+    ELECT_LEADERS: (1, 2),
 }
 TOPIC_METADATA_MIN_VERSION = 5  # the first Metadata version with offline replicas (topic ids from v10)
 RESOURCE_TOPIC = 2  # DescribeConfigs / IncrementalAlterConfigs resource type
@@ -500,6 +502,25 @@ class AdminClient:
             raise KafkaErrorResponse(body.error_code, "ListPartitionReassignments", body.error_message)
         return {(t.name, p.partition_index): (tuple(p.replicas), tuple(p.adding_replicas), tuple(p.removing_replicas))
                 for t in body.topics for p in t.partitions}
+
+    def elect_leaders(self, partitions: Iterable[tuple[str, int]] | None = None, election_type: int = 0
+                      ) -> dict[tuple[str, int], KafkaErrorResponse | None]:
+        """ElectLeaders (0 preferred, 1 unclean) of `partitions` (None: all): each partition's
+        failure (ELECTION_NOT_NEEDED among them), or None where leadership moved."""
+        topics = None
+        if partitions is not None:
+            wanted: dict[str, list[int]] = {}
+            for topic, p in partitions:
+                wanted.setdefault(topic, []).append(p)
+            topics = [{"topic": t, "partitions": ps} for t, ps in wanted.items()]
+        body = self._controller_call(ELECT_LEADERS, {"election_type": election_type, "topic_partitions": topics,
+                                                     "timeout": self._request_timeout_ms()},
+                                     lambda b: [b.error_code])
+        if body.error_code != ErrorCode.none:
+            raise KafkaErrorResponse(body.error_code, "ElectLeaders", None)
+        return {(t.topic, p.partition_id): None if p.error_code == ErrorCode.none else KafkaErrorResponse(
+                    p.error_code, f"{t.topic}-{p.partition_id}", p.error_message)
+                for t in body.replica_election_results for p in t.partition_result}
 
     def describe_topic_configs(self, names: Iterable[str]) -> dict[str, list[ConfigValue]]:
         """DescribeConfigs: every config of each topic with its value and source."""

@@ -1,4 +1,5 @@
-"""`kbroker cluster`: operations on the cluster's brokers, over the Kafka protocol.
+"""`kbroker cluster`: operations on the cluster's brokers, over the Kafka protocol
+(`rebalance` and `elect-leaders` live in `balance_cmd`).
 
     kbroker cluster status [--json]
         the brokers, under-replicated and offline partitions, and the moves in progress with how
@@ -21,22 +22,28 @@ import sys
 import time
 from typing import Any
 
+from kbroker.admin.balance_cmd import add_balance_commands, elect_leaders, rebalance
 from kbroker.admin.client import DEFAULT_TIMEOUT_S, AdminClient, AdminError, KafkaErrorResponse
 from kbroker.admin.status import add_status_command, run_status
 from kbroker.controller.reassignment import restore_targets
 
 
 def add_cluster_command(sub: Any) -> None:
-    p = sub.add_parser("cluster", help="cluster operations (decommission a broker)")
+    p = sub.add_parser("cluster", help="cluster operations (rebalance, elect leaders, decommission a broker)")
     csub = p.add_subparsers(dest="cluster_command", required=True)
     add_status_command(csub)
     d = csub.add_parser("decommission", help="move every replica off a broker, then say it is safe to stop")
     d.add_argument("broker_id", type=int)
-    d.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT...]")
-    d.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                   help="per request (default %(default)s)")
+    _common(d)
+    add_balance_commands(csub, _common)
     d.add_argument("--wait", type=float, default=3600.0, metavar="SECONDS",
                    help="how long to wait for the moves to finish (default %(default)s)")
+
+
+def _common(p: Any) -> None:
+    p.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT...]")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                   help="per request (default %(default)s)")
 
 
 def run_cluster(args: argparse.Namespace) -> int:
@@ -44,6 +51,10 @@ def run_cluster(args: argparse.Namespace) -> int:
         with AdminClient(args.bootstrap_server, timeout=args.timeout) as admin:
             if args.cluster_command == "status":
                 return run_status(admin, args)
+            if args.cluster_command == "rebalance":
+                return rebalance(admin, args)
+            if args.cluster_command == "elect-leaders":
+                return elect_leaders(admin, args)
             return decommission(admin, args.broker_id, args.wait)
     except (AdminError, KafkaErrorResponse, OSError) as exc:
         print(f"Error: {exc}", file=sys.stderr)

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 from kbroker.admin.client import (DEFAULT_CONFIG_SOURCE, DEFAULT_TIMEOUT_S, AdminClient, AdminError, ConfigValue,
                                   KafkaErrorResponse, PartitionState, TopicState)
 from kbroker.admin.log_dirs import LOG_DIRS_TIMEOUT_S
+from kbroker.admin.shrink import PARTITIONERS, decrease
 from kbroker.admin.progress import Move, moves_in_progress, progress_data, progress_text
 
 # Kafka's internal topics (org.apache.kafka.common.internals.Topic); brokers also flag them in Metadata.
@@ -88,7 +89,12 @@ def add_topics_command(sub: Any) -> None:
 
     alter = tsub.add_parser("alter", parents=[common], help="add partitions, or set and remove config overrides")
     alter.add_argument("topic")
-    alter.add_argument("--partitions", type=int, metavar="N", help="the new partition count (only an increase)")
+    alter.add_argument("--partitions", type=int, metavar="N",
+                       help="the new partition count; lower than now retires partitions (kbroker's own, cluster only)")
+    alter.add_argument("--partitioner", choices=PARTITIONERS, default=None,
+                       help="a decrease: where retired keyed records go — the producers' default partitioner "
+                            "(murmur2: Java, kafka-python, aiokafka; consistent_random: librdkafka); sets the "
+                            "topic's retired.records.partitioner (default murmur2)")
     alter.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
                        help="set a topic config override (repeatable)")
     alter.add_argument("--delete-config", action="append", default=[], metavar="KEY",
@@ -379,11 +385,30 @@ def _delete(client: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
+def _decrease(client: AdminClient, args: argparse.Namespace) -> list[str]:
+    def progress(line: str) -> None:
+        if args.output != "json":
+            print(line, flush=True)
+
+    drained = decrease(client, args.topic, args.partitions, partitioner=args.partitioner, progress=progress)
+    retired = ", ".join(map(str, sorted(drained)))
+    return [f"Topic {args.topic} now has {args.partitions} partitions; partitions {retired} are retired: what no "
+            f"group had read there is copied into the others, and so is anything still sent there; their files "
+            f"go after retention."]
+
+
 def _alter(client: AdminClient, args: argparse.Namespace) -> int:
     lines = []
     if args.partitions is not None:
-        client.create_partitions(args.topic, args.partitions)
-        lines.append(f"Topic {args.topic} now has {args.partitions} partitions.")
+        try:
+            current = len(client.partitions_of(args.topic))
+        except AdminError:
+            current = 0  # the broker's CreatePartitions answer says what is wrong
+        if args.partitions <= current:  # kbroker's own: a decrease (or a drain run again)
+            lines += _decrease(client, args)
+        else:
+            client.create_partitions(args.topic, args.partitions)
+            lines.append(f"Topic {args.topic} now has {args.partitions} partitions.")
     set_configs = parse_configs(args.config)
     if set_configs or args.delete_config:
         client.alter_topic_configs(args.topic, set_configs, args.delete_config)

@@ -1,5 +1,6 @@
 """The inter-broker APIs of a ZooKeeper cluster: LeaderAndIsr, UpdateMetadata and StopReplica
-(controller → broker), ControlledShutdown and AlterPartition (broker → controller).
+(controller → broker), ControlledShutdown and AlterPartition (broker → controller), and
+`ask_controller`, the way operators' requests (reassignments, elections) reach the controller.
 
 Each request from a controller carries its epoch; a broker refuses an older one
 (STALE_CONTROLLER_EPOCH), so a deposed controller cannot move leaders. A request addressed to an
@@ -8,10 +9,12 @@ earlier incarnation of this broker (its registration's epoch) gets STALE_BROKER_
 
 from __future__ import annotations
 
+from typing import Any
+
 from kbroker.api.context import RequestContext
+from kbroker.errors import ErrorCode, KafkaError, NotControllerError, StaleBrokerEpochError
 
 FULL_METADATA = 2  # UpdateMetadata's Type: every partition of the cluster is in it
-from kbroker.errors import ErrorCode, KafkaError, NotControllerError, StaleBrokerEpochError
 
 
 def _check_broker_epoch(ctx: RequestContext, request) -> None:
@@ -56,6 +59,21 @@ def controller_of(ctx: RequestContext):
     if controller is None or not controller.is_active:
         raise NotControllerError("This broker is not the controller.")
     return controller
+
+
+async def ask_controller(ctx: RequestContext, event: tuple) -> Any:
+    """The controller's answer to an operator's `event`, or (code, message) standing for the whole
+    request (NOT_CONTROLLER on any other broker: the client asks the one Metadata names)."""
+    try:
+        controller = controller_of(ctx)
+    except NotControllerError as exc:
+        return ErrorCode.not_controller, str(exc)
+    result = await controller.submit(event)
+    if isinstance(result, ErrorCode):
+        return result, None
+    if isinstance(result, Exception):
+        raise result if isinstance(result, KafkaError) else KafkaError(str(result))
+    return result
 
 
 async def controlled_shutdown(ctx: RequestContext, request) -> dict:

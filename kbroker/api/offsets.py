@@ -19,8 +19,9 @@ INVALID_OFFSET = -1
 
 
 def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+    """A partition of the topic, or one a decrease retired (its consumers may still commit there)."""
     info = ctx.broker.metadata.topic(topic)
-    return info is not None and 0 <= partition < info.num_partitions
+    return info is not None and (0 <= partition < info.num_partitions or ctx.broker.metadata.is_retired(topic, partition))
 
 
 async def offset_commit(ctx: RequestContext, request) -> dict:

@@ -7,31 +7,15 @@ the moves themselves run in the controller (`controller/moves.py`).
 
 from __future__ import annotations
 
-from typing import Any
-
-from kbroker.api.cluster import controller_of
+from kbroker.api.cluster import ask_controller
 from kbroker.api.context import RequestContext
-from kbroker.errors import ErrorCode, KafkaError, NotControllerError
-
-
-async def _ask_controller(ctx: RequestContext, event: tuple) -> Any:
-    """The controller's answer to `event`, or (code, message) standing for the whole request."""
-    try:
-        controller = controller_of(ctx)
-    except NotControllerError as exc:
-        return ErrorCode.not_controller, str(exc)
-    result = await controller.submit(event)
-    if isinstance(result, ErrorCode):
-        return result, None
-    if isinstance(result, Exception):
-        raise result if isinstance(result, KafkaError) else KafkaError(str(result))
-    return result
+from kbroker.errors import ErrorCode
 
 
 async def alter_partition_reassignments(ctx: RequestContext, request) -> dict:
     changes = [(t.name, p.partition_index, None if p.replicas is None else [int(r) for r in p.replicas])
                for t in request.topics for p in t.partitions]
-    result = await _ask_controller(ctx, ("alter_reassignments", changes))
+    result = await ask_controller(ctx, ("alter_reassignments", changes))
     if isinstance(result, tuple):
         return {"throttle_time": 0, "error_code": result[0], "error_message": result[1], "responses": []}
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "responses": [
@@ -45,7 +29,7 @@ async def alter_partition_reassignments(ctx: RequestContext, request) -> dict:
 
 async def list_partition_reassignments(ctx: RequestContext, request) -> dict:
     wanted = None if request.topics is None else [(t.name, list(t.partition_indexes)) for t in request.topics]
-    result = await _ask_controller(ctx, ("list_reassignments", wanted))
+    result = await ask_controller(ctx, ("list_reassignments", wanted))
     if isinstance(result, tuple):
         return {"throttle_time": 0, "error_code": result[0], "error_message": result[1], "topics": []}
     by_topic: dict[str, list[dict]] = {}

@@ -65,7 +65,8 @@ def update_metadata(ctx: ControllerContext, controller_id: int, broker: BrokerRe
         for p in indexes:
             state = ctx.states.get((topic, p))
             replicas = ctx.replicas((topic, p))
-            if deleting:
+            assignment = ctx.topics.get(topic)
+            if deleting or (assignment is not None and assignment.is_retiring(p)):  # retiring: no longer advertised
                 states.append({"partition_index": p, "controller_epoch": ctx.epoch, "leader": LEADER_DURING_DELETE,
                                "leader_epoch": -1, "isr": [], "zk_version": -1, "replicas": replicas,
                                "offline_replicas": []})

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from kbroker.errors import ErrorCode
 from kbroker.zookeeper.znodes import NO_LEADER, BrokerRegistration, LeaderAndIsr, TopicAssignment
 
 TopicPartition = tuple[str, int]
@@ -167,3 +168,38 @@ def preferred_leader_elections(ctx: ControllerContext, imbalance_percentage: int
                 planned[tp] = LeaderAndIsr(broker_id, state.leader_epoch + 1, state.isr, ctx.epoch,
                                            state.partition_epoch)
     return planned
+
+
+PREFERRED, UNCLEAN = 0, 1  # ElectLeaders' election types
+
+
+def requested_election(ctx: ControllerContext, tp: TopicPartition, election_type: int
+                       ) -> tuple[LeaderAndIsr | None, tuple[int, str] | None]:
+    """ElectLeaders for one partition (Kafka's rules): the new state, or an error (code, message).
+
+    Preferred: the first replica leads if it is alive, electable and in the ISR; nothing to do
+    when it already leads. Unclean: only a partition without a live leader, which gets the first
+    live ISR member or, failing that, the first live replica (whose log becomes the truth)."""
+    state = ctx.states.get(tp)
+    replicas = ctx.replicas(tp)
+    if state is None or not replicas:
+        return None, (ErrorCode.unknown_topic_or_partition, f"{tp[0]}-{tp[1]} does not exist")
+    electable = ctx.electable()
+    if election_type == PREFERRED:
+        preferred = replicas[0]
+        if state.leader == preferred:
+            return None, (ErrorCode.election_not_needed, f"broker {preferred} already leads {tp[0]}-{tp[1]}")
+        if preferred not in electable or preferred not in state.isr:
+            return None, (ErrorCode.preferred_leader_not_available,
+                          f"preferred replica {preferred} of {tp[0]}-{tp[1]} is not alive and in sync")
+        return state.with_(leader=preferred, leader_epoch=state.leader_epoch + 1, controller_epoch=ctx.epoch), None
+    if election_type == UNCLEAN:
+        if state.leader in ctx.live_brokers:
+            return None, (ErrorCode.election_not_needed, f"{tp[0]}-{tp[1]} has a live leader ({state.leader})")
+        leader = offline_partition_leader(replicas, state.isr, electable, True)
+        if leader is None:
+            return None, (ErrorCode.eligible_leaders_not_available, f"no replica of {tp[0]}-{tp[1]} is alive")
+        isr = tuple(r for r in state.isr if r in ctx.live_brokers) if leader in state.isr else (leader,)
+        return state.with_(leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr or (leader,),
+                           controller_epoch=ctx.epoch), None
+    return None, (ErrorCode.invalid_request, f"unknown election type {election_type}")

@@ -26,8 +26,8 @@ from kbroker.controller.context import (
     elect_for_controlled_shutdown,
     elect_on_broker_return,
     new_partition_state,
-    preferred_leader_elections,
 )
+from kbroker.controller.leadership import LeadershipMixin
 from kbroker.controller.moves import ReassignmentMixin
 from kbroker.errors import ErrorCode
 from kbroker.zookeeper import znodes as zk
@@ -40,7 +40,7 @@ class ControllerMovedError(Exception):
     """This broker is no longer the controller (its epoch was superseded or its session lost)."""
 
 
-class KafkaController(ReassignmentMixin):
+class KafkaController(ReassignmentMixin, LeadershipMixin):
     def __init__(self, broker_id: int, session: ZkSession, send_request: SendRequest, *,
                  unclean_leader_election: Callable[[str], bool], auto_leader_rebalance: bool = True,
                  imbalance_check_interval_s: float = 300.0, imbalance_percentage: int = 10,
@@ -124,20 +124,6 @@ class KafkaController(ReassignmentMixin):
                         box.append(exc)
                     done.set()
 
-    async def _rebalance_timer(self) -> None:
-        while True:
-            await trio.sleep(self.imbalance_check_interval_s)
-            if self.is_active:
-                self._enqueue("rebalance")
-
-    async def _rebalance_leaders(self) -> None:
-        """Leadership back to preferred replicas (auto.leader.rebalance.enable)."""
-        planned = preferred_leader_elections(self._ctx(), self.imbalance_percentage)
-        changed = await self._write_states(planned)
-        if changed:
-            logger.info("controller: %d partitions led by their preferred replica again", len(changed))
-        self._announce(changed)
-
     async def _handle_key(self, key: str) -> None:
         handlers = {
             "elect": self._elect,
@@ -177,6 +163,8 @@ class KafkaController(ReassignmentMixin):
             return await self._alter_reassignments(*args)
         if kind == "list_reassignments":
             return self.reassignments(*args)
+        if kind == "elect_leaders":
+            return await self._elect_leaders(*args)
         raise ValueError(kind)
 
     # -- election -----------------------------------------------------------------------------------
@@ -518,10 +506,17 @@ class KafkaController(ReassignmentMixin):
         topics, self._modified_topics = self._modified_topics, set()
         known = [t for t in topics if t in ctx.topics]
         before = {t: set(ctx.topics[t].partitions) for t in known}
+        active_before = {t: ctx.topics[t].active for t in known}
         await self._read_topics(known)
         added = [(t, p) for t in known if t in ctx.topics for p in sorted(set(ctx.topics[t].partitions) - before[t])]
         if added:
             await self._on_new_partitions(added)
+        shrunk = [t for t in known if t in ctx.topics and ctx.topics[t].active != active_before[t]]
+        if shrunk:  # a partition decrease: every broker stops advertising (and appending to) the retiring ones
+            retiring = [tp for tp in ctx.partitions_of(shrunk) if ctx.topics[tp[0]].is_retiring(tp[1])]
+            logger.info("controller: partitions %s retire", ", ".join(f"{t}-{p}" for t, p in retiring[:10]))
+            for broker in ctx.live_brokers.values():
+                self._send(broker, req.UPDATE_METADATA, req.update_metadata(ctx, self.broker_id, broker, retiring))
 
     def _forget_topic(self, topic: str) -> None:
         ctx = self._ctx()

@@ -22,6 +22,7 @@ from typing import Any, Callable
 import trio
 
 from kbroker.errors import (
+    InvalidPartitionsError,
     RequestTimedOutError,
     StaleControllerEpochError,
     TopicAlreadyExistsError,
@@ -60,6 +61,7 @@ class ClusterMetadataStore:
         self._brokers: dict[int, BrokerInfo] = {}
         self._partitions: dict[str, dict[int, PartitionMetadata]] = {}
         self._topic_ids: dict[str, uuid.UUID] = {}
+        self._retired: dict[str, set[int]] = {}  # partitions of a decrease: hidden, refusing appends
         self._topics: dict[str, TopicInfo] = {}
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self._configs: dict[str, dict[str, str]] = {}
@@ -119,6 +121,14 @@ class ClusterMetadataStore:
         return stat.czxid
 
     # -- MetadataStore reads -----------------------------------------------------------------------
+    def is_retired(self, topic: str, partition: int) -> bool:
+        """A partition a decrease took out of the topic: still hosted and readable, never appended to."""
+        retired = self._retired.get(topic)
+        return retired is not None and partition in retired
+
+    def retired_partitions(self, topic: str) -> set[int]:
+        return set(self._retired.get(topic, ()))
+
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
 
@@ -208,9 +218,11 @@ class ClusterMetadataStore:
                 self._topic_ids[name] = topic.topic_id
             partitions = self._partitions.setdefault(name, {})
             for p in topic.partition_states:
-                if p.leader == LEADER_DURING_DELETE:
+                if p.leader == LEADER_DURING_DELETE:  # the topic is being deleted, or the partition retires
                     partitions.pop(p.partition_index, None)
+                    self._retired.setdefault(name, set()).add(p.partition_index)
                     continue
+                self._retired.get(name, set()).discard(p.partition_index)
                 partitions[p.partition_index] = PartitionMetadata(
                     p.leader, p.leader_epoch, tuple(p.isr), tuple(p.replicas), tuple(p.offline_replicas), p.zk_version)
         missing = []
@@ -245,6 +257,7 @@ class ClusterMetadataStore:
     def _drop_topic(self, name: str) -> None:
         info = self._topics.pop(name, None)
         self._topic_ids.pop(name, None)
+        self._retired.pop(name, None)
         self._configs.pop(name, None)
         if info is not None:
             self._by_id.pop(info.topic_id, None)
@@ -405,12 +418,27 @@ class ClusterMetadataStore:
     async def add_partitions(self, name: str, new_assignment: list[list[int]]) -> TopicInfo:
         data, stat = await self.session.call(self.zk.get, zk.topic_path(name))
         current = zk.decode_topic(name, data)
+        if current.active is not None:
+            raise InvalidPartitionsError(
+                f"Topic {name} has partitions {current.active}..{len(current.partitions) - 1} retiring after a "
+                f"decrease; it cannot grow until they are removed")
         start = len(current.partitions)
         for i, replicas in enumerate(new_assignment):
             current.partitions[start + i] = list(replicas)
         await self.session.call(self.zk.set, zk.topic_path(name), zk.encode_topic(current), stat.version)
         info = self._topics.get(name)
         return info or TopicInfo(name, current.topic_id or uuid.UUID(int=0), current.as_list(), {})
+
+    async def retire_partitions(self, name: str, count: int) -> None:
+        """A partition decrease: the topic znode says only the first `count` partitions are the
+        topic's now; the controller tells every broker to stop advertising (and appending to) the
+        rest. Their logs stay, readable, until removed after retention."""
+        data, stat = await self.session.call(self.zk.get, zk.topic_path(name))
+        current = zk.decode_topic(name, data)
+        if current.active is not None and count > current.active:
+            raise InvalidPartitionsError(f"Topic {name} already retired its partitions from {current.active} on")
+        current.active = count
+        await self.session.call(self.zk.set, zk.topic_path(name), zk.encode_topic(current), stat.version)
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         await self.session.call(self.zk.set, zk.topic_config_path(name), zk.encode_config(configs))

@@ -87,6 +87,8 @@ class MetadataStore(Protocol):
     def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo: ...
     def allocate_producer_ids(self, count: int) -> int: ...
     def add_listener(self, listener: MetadataListener) -> None: ...
+    def is_retired(self, topic: str, partition: int) -> bool: ...
+    def retired_partitions(self, topic: str) -> set[int]: ...
 
 
 def assign_replicas(brokers: list[BrokerInfo], num_partitions: int, replication_factor: int,
@@ -210,6 +212,12 @@ class LocalMetadataStore:
     # -- reads --------------------------------------------------------------------------------
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
+
+    def is_retired(self, topic: str, partition: int) -> bool:
+        return False  # partition decrease is a cluster operation
+
+    def retired_partitions(self, topic: str) -> set[int]:
+        return set()
 
     def brokers(self) -> list[BrokerInfo]:
         return [self.broker]

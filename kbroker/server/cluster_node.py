@@ -22,6 +22,7 @@ from kbroker.controller.broker_requests import CONTROLLED_SHUTDOWN, VERSIONS
 from kbroker.controller.controller import KafkaController
 from kbroker.errors import ErrorCode
 from kbroker.replica.fetcher import ReplicaFetcherManager
+from kbroker.replica.drain import PartitionDrains
 from kbroker.server.channel import BrokerChannel, ChannelError
 from kbroker.zookeeper import znodes as zk
 from kbroker.zookeeper.client import ZkClient
@@ -61,6 +62,10 @@ class ClusterNode:
             imbalance_percentage=c.get("leader.imbalance.per.broker.percentage"),
             replica_restore_delay_s=c.get("replica.restore.delay.ms") / 1000)
 
+    def _retired_records_partitioner(self, topic: str) -> str:
+        info = self.broker.metadata.topic(topic)
+        return str(effective_topic_value(self.config, info.configs if info else {}, "retired.records.partitioner"))
+
     def _unclean(self, topic: str) -> bool:
         info = self.broker.metadata.topic(topic)
         value = effective_topic_value(self.config, info.configs if info else {}, "unclean.leader.election.enable")
@@ -81,6 +86,10 @@ class ClusterNode:
             self.controller.on_controller_change = self._controller_changed
             await nursery.start(self.controller.run)
             nursery.start_soon(rm.run_isr_changes, self._send_alter_partition)
+            nursery.start_soon(PartitionDrains(
+                self.node_id, rm, broker.metadata,
+                lambda host, port: BrokerChannel(host, port, f"broker-{self.node_id}-drain"),
+                self._retired_records_partitioner).run)
             self.session.on_state(self._on_session_state)
             await broker.metadata.register(self.config.get("zookeeper.session.timeout.ms") / 1000 + 30)
             task_status.started()

@@ -200,6 +200,12 @@ class TopicAssignment:
     partitions: dict[int, list[int]]  # partition -> replicas, preferred leader first
     adding: dict[int, list[int]] = field(default_factory=dict)
     removing: dict[int, list[int]] = field(default_factory=dict)
+    # kbroker's own: after a partition decrease, the count clients see; partitions from it on are
+    # retiring (hosted and replicated, no longer advertised, refusing appends)
+    active: int | None = None
+
+    def is_retiring(self, partition: int) -> bool:
+        return self.active is not None and partition >= self.active
 
     def as_list(self) -> list[list[int]]:
         return [self.partitions[p] for p in sorted(self.partitions)]
@@ -214,6 +220,8 @@ def encode_topic(assignment: TopicAssignment) -> bytes:
     }
     if assignment.topic_id is not None:
         payload["topic_id"] = uuid_to_kafka(assignment.topic_id)
+    if assignment.active is not None:
+        payload["active_partitions"] = assignment.active  # kbroker's own key; Kafka ignores unknown keys
     return _json(payload)
 
 
@@ -224,8 +232,10 @@ def decode_topic(topic: str, data: bytes) -> TopicAssignment:
     def replicas(key: str) -> dict[int, list[int]]:
         return {int(p): [int(b) for b in r] for p, r in (payload.get(key) or {}).items()}
 
+    active = payload.get("active_partitions")
     return TopicAssignment(topic, uuid_from_kafka(topic_id) if topic_id else None, replicas("partitions"),
-                           replicas("adding_replicas"), replicas("removing_replicas"))
+                           replicas("adding_replicas"), replicas("removing_replicas"),
+                           int(active) if active is not None else None)
 
 
 # -- /brokers/topics/<t>/partitions/<p>/state ---------------------------------------------------------
