@@ -119,3 +119,24 @@ def test_plans_keep_every_partition_whole_and_even_out_counts_without_racks(data
     assert all(tuple(r) != assignments[tp] for tp, r in plan.items())
     # the total is unchanged
     assert sum(replicas.values()) == rf * n and Counter(leaders).total() == n
+
+
+# -- auto.leader.rebalance.enable: Kafka's imbalance check -----------------------------------------
+
+def test_auto_rebalance_moves_leadership_back_only_above_the_imbalance_percentage():
+    from kbroker.controller.context import preferred_leader_elections
+
+    c = ControllerContext(epoch=4, epoch_zk_version=3)
+    c.live_brokers = {b: BrokerRegistration(b, "h", 9000 + b, epoch=10 + b) for b in (1, 2, 3)}
+    # broker 1 prefers 10 partitions and leads 9 of them: 10 % imbalance is not above 10 %
+    c.topics["t"] = TopicAssignment("t", None, {p: [1, 2, 3] for p in range(10)})
+    c.states = {("t", p): LeaderAndIsr(1 if p else 2, 7, (1, 2, 3), 2, 11) for p in range(10)}
+    assert preferred_leader_elections(c, 10) == {}
+    # two not led: 20 % > 10 %, both go back (each where broker 1 is in the ISR)
+    c.states[("t", 1)] = LeaderAndIsr(3, 7, (3, 2), 2, 11)  # broker 1 out of this ISR: stays
+    c.states[("t", 2)] = LeaderAndIsr(2, 7, (1, 2, 3), 2, 11)
+    planned = preferred_leader_elections(c, 10)
+    assert sorted(planned) == [("t", 0), ("t", 2)]
+    assert all(s.leader == 1 and s.leader_epoch == 8 and s.controller_epoch == 4 for s in planned.values())
+    c.shutting_down.add(1)  # a broker shutting down takes nothing back
+    assert preferred_leader_elections(c, 10) == {}
