@@ -5,8 +5,7 @@ the highest version both sides know. Group requests go to the group's coordinato
 retried while it loads or moves), ListOffsets to each partition's leader (Metadata), ListGroups to
 every broker, CreateTopics, DeleteTopics and CreatePartitions to the controller Metadata names
 (looked up again on NOT_CONTROLLER), config requests to any broker, as Kafka's admin client does.
-Reads are bounded (a response is at most 100 MiB) and sockets time out, so a dead, slow or hostile
-peer ends in an `AdminError`, never a hang.
+The sockets, version negotiation and errors are `connection.py`.
 
 Bodies are built and read by the kio codecs in `kbroker.wire.protocol`; results come back as plain
 values (dicts keyed by (topic, partition), small named tuples).
@@ -14,50 +13,88 @@ values (dicts keyed by (topic, partition), small named tuples).
 
 from __future__ import annotations
 
-import base64
-import itertools
-import socket
-import struct
 import time
 from typing import Any, Iterable, NamedTuple
 
 from kio.schema.errors import ErrorCode
 
-from kbroker.wire.protocol import ProtocolError, api_name, decode_response, encode_request, known_versions
+from kbroker.admin.connection import (
+    ALTER_PARTITION_REASSIGNMENTS,
+    API_VERSIONS,
+    CLIENT_ID,
+    CLIENT_VERSIONS,
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DEFAULT_TIMEOUT_S,
+    DELETE_GROUPS,
+    DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
+    DESCRIBE_GROUPS,
+    DESCRIBE_LOG_DIRS,
+    EARLIEST,
+    ELECT_LEADERS,
+    FIND_COORDINATOR,
+    INCREMENTAL_ALTER_CONFIGS,
+    LATEST,
+    LIST_GROUPS,
+    LIST_OFFSETS,
+    LIST_PARTITION_REASSIGNMENTS,
+    MAX_RESPONSE_BYTES,
+    METADATA,
+    OFFSET_COMMIT,
+    OFFSET_FETCH,
+    AdminError,
+    Connection,
+    KafkaErrorResponse,
+    error_name,
+    kafka_uuid,
+    parse_address,
+)
+from kbroker.wire.protocol import api_name
 
-MAX_RESPONSE_BYTES = 100 * 1024 * 1024
-DEFAULT_TIMEOUT_S = 30.0
-CLIENT_ID = "kbroker-admin"
+# Re-exported: the admin modules take the connection's names from here too.
+__all__ = [
+    "ALTER_PARTITION_REASSIGNMENTS",
+    "API_VERSIONS",
+    "CLIENT_ID",
+    "CLIENT_VERSIONS",
+    "CREATE_PARTITIONS",
+    "CREATE_TOPICS",
+    "DEFAULT_TIMEOUT_S",
+    "DELETE_GROUPS",
+    "DELETE_TOPICS",
+    "DESCRIBE_CONFIGS",
+    "DESCRIBE_GROUPS",
+    "DESCRIBE_LOG_DIRS",
+    "EARLIEST",
+    "ELECT_LEADERS",
+    "FIND_COORDINATOR",
+    "INCREMENTAL_ALTER_CONFIGS",
+    "LATEST",
+    "LIST_GROUPS",
+    "LIST_OFFSETS",
+    "LIST_PARTITION_REASSIGNMENTS",
+    "MAX_RESPONSE_BYTES",
+    "METADATA",
+    "OFFSET_COMMIT",
+    "OFFSET_FETCH",
+    "AdminError",
+    "Connection",
+    "KafkaErrorResponse",
+    "error_name",
+    "kafka_uuid",
+    "parse_address",
+    "AdminClient",
+    "Broker",
+    "ConfigValue",
+    "CreatedTopic",
+    "GroupDescription",
+    "GroupListing",
+    "Member",
+    "PartitionState",
+    "TopicState",
+]
 
-LIST_OFFSETS, METADATA, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR = 2, 3, 8, 9, 10
-DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS, DELETE_GROUPS = 15, 16, 18, 42
-CREATE_TOPICS, DELETE_TOPICS, DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 19, 20, 32, 37, 44
-ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
-DESCRIBE_LOG_DIRS = 35
-ELECT_LEADERS = 43
-EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
-
-# The versions this client knows how to fill and read, per API: where a newer version changes the
-# shape (OffsetFetch/OffsetCommit v10 name topics by id) the range stops before it.
-CLIENT_VERSIONS = {
-    LIST_OFFSETS: (1, 11),
-    METADATA: (1, 13),  # v0 reads an empty topic list as "all topics"
-    OFFSET_COMMIT: (2, 9),
-    OFFSET_FETCH: (2, 9),  # v2 is the first where null topics means "every committed partition"
-    FIND_COORDINATOR: (0, 6),
-    DESCRIBE_GROUPS: (0, 6),
-    LIST_GROUPS: (0, 5),
-    DELETE_GROUPS: (0, 2),
-    CREATE_TOPICS: (2, 7),  # -1 partitions / replication factor (the broker's defaults) from v4
-    DELETE_TOPICS: (1, 6),
-    CREATE_PARTITIONS: (0, 3),
-    DESCRIBE_CONFIGS: (1, 4),  # v1 is the first with each config's source
-    INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    ALTER_PARTITION_REASSIGNMENTS: (0, 0),
-    LIST_PARTITION_REASSIGNMENTS: (0, 0),
-    DESCRIBE_LOG_DIRS: (1, 4),
-    ELECT_LEADERS: (1, 2),
-}
 TOPIC_METADATA_MIN_VERSION = 5  # the first Metadata version with offline replicas (topic ids from v10)
 RESOURCE_TOPIC = 2  # DescribeConfigs / IncrementalAlterConfigs resource type
 CONFIG_SET, CONFIG_DELETE = 0, 1  # IncrementalAlterConfigs operations
@@ -69,158 +106,6 @@ _COORDINATOR_RETRIABLE = {ErrorCode.coordinator_load_in_progress, ErrorCode.coor
 _LEADER_RETRIABLE = {ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
                      ErrorCode.unknown_leader_epoch, ErrorCode.fenced_leader_epoch}
 _CONTROLLER_RETRIABLE = {ErrorCode.not_controller}
-_API_VERSIONS_RESPONSE_PREFIX = struct.Struct(">ih")  # correlation id, error_code: the same in every version
-
-
-class AdminError(Exception):
-    """A failure reported as one line on stderr; the command exits with status 1."""
-
-
-class KafkaErrorResponse(AdminError):
-    """The broker answered with an error code."""
-
-    def __init__(self, code: int, what: str, message: str | None = None) -> None:
-        self.code = int(code)
-        self.name = error_name(code)
-        detail = f" ({message})" if message else ""
-        super().__init__(f"{what}: {self.name}{detail}")
-
-
-def error_name(code: int) -> str:
-    """Kafka's name for an error code, e.g. NOT_COORDINATOR."""
-    try:
-        return ErrorCode(int(code)).name.upper()
-    except ValueError:
-        return f"UNKNOWN_ERROR_CODE_{int(code)}"
-
-
-def kafka_uuid(value: Any) -> str | None:
-    """A topic id as Kafka's tools print it (URL-safe base64 of the 16 bytes, no padding); None for
-    an absent or all-zero id."""
-    if value is None or not value.int:
-        return None
-    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
-
-
-def parse_address(address: str) -> tuple[str, int]:
-    host, sep, port = address.strip().rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise AdminError(f"invalid broker address {address!r}: expected HOST:PORT")
-    return host.strip("[]"), int(port)
-
-
-class Connection:
-    """One broker connection: framing, correlation ids, versions. Not thread-safe."""
-
-    def __init__(self, host: str, port: int, timeout: float = DEFAULT_TIMEOUT_S) -> None:
-        self.host, self.port, self.timeout = host, port, timeout
-        self.address = f"{host}:{port}"
-        self._correlation = itertools.count(1)
-        try:
-            self._sock = socket.create_connection((host, port), timeout=timeout)
-        except OSError as exc:
-            raise AdminError(f"cannot connect to {self.address}: {_reason(exc)}") from None
-        self._sock.settimeout(timeout)
-        try:
-            self.versions = self._negotiate()
-        except BaseException:
-            self.close()
-            raise
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def version(self, api_key: int) -> int:
-        """The highest version of `api_key` this client, kio and the broker all know."""
-        lo, hi = CLIENT_VERSIONS[api_key]
-        known = known_versions(api_key)
-        hi = min(hi, known[-1])
-        served = self.versions.get(api_key)
-        if served is None:
-            raise AdminError(f"the broker at {self.address} does not serve {api_name(api_key)}")
-        v = min(hi, served[1])
-        if v < max(lo, served[0]):
-            raise AdminError(f"the broker at {self.address} serves {api_name(api_key)} versions "
-                             f"{served[0]}-{served[1]}; this client needs {lo}-{hi}")
-        return v
-
-    def call(self, api_key: int, data: dict[str, Any], version: int | None = None) -> Any:
-        """Send one request at the negotiated version and return the decoded response body."""
-        if version is None:
-            version = self.version(api_key)
-        correlation_id = next(self._correlation) & 0x7FFFFFFF
-        self._send(encode_request(api_key, version, correlation_id, CLIENT_ID, data))
-        frame = self._receive()
-        try:
-            got, body = decode_response(api_key, version, frame)
-        except ProtocolError as exc:
-            raise AdminError(f"{self.address}: {exc}") from None
-        if got != correlation_id:
-            raise AdminError(f"{self.address}: response correlation id {got} != {correlation_id}")
-        return body
-
-    def _negotiate(self) -> dict[int, tuple[int, int]]:
-        """ApiVersions at the newest version kio knows; a broker that does not know it answers
-        UNSUPPORTED_VERSION with a v0 body listing what it serves, and we ask again at that."""
-        version = known_versions(API_VERSIONS)[-1]
-        for _attempt in range(2):
-            correlation_id = next(self._correlation)
-            self._send(encode_request(API_VERSIONS, version, correlation_id, CLIENT_ID,
-                                      {"client_software_name": "kbroker-admin", "client_software_version": "1"}))
-            frame = self._receive()
-            if len(frame) >= _API_VERSIONS_RESPONSE_PREFIX.size:
-                _corr, error = _API_VERSIONS_RESPONSE_PREFIX.unpack_from(frame, 0)
-                if error == ErrorCode.unsupported_version and version > 0:
-                    served = self._decode_api_versions(0, frame, correlation_id, check_error=False)
-                    mine = served.get(API_VERSIONS, (0, 0))
-                    version = max(0, min(mine[1], version - 1))
-                    continue
-            return self._decode_api_versions(version, frame, correlation_id)
-        raise AdminError(f"{self.address}: ApiVersions negotiation did not converge")
-
-    def _decode_api_versions(self, version: int, frame: bytes, correlation_id: int,
-                             check_error: bool = True) -> dict[int, tuple[int, int]]:
-        try:
-            got, body = decode_response(API_VERSIONS, version, frame)
-        except ProtocolError as exc:
-            raise AdminError(f"{self.address}: {exc}") from None
-        if got != correlation_id:
-            raise AdminError(f"{self.address}: response correlation id {got} != {correlation_id}")
-        if check_error and body.error_code != ErrorCode.none:
-            raise KafkaErrorResponse(body.error_code, f"ApiVersions from {self.address}")
-        return {int(k.api_key): (int(k.min_version), int(k.max_version)) for k in body.api_keys}
-
-    def _send(self, data: bytes) -> None:
-        try:
-            self._sock.sendall(data)
-        except OSError as exc:
-            raise AdminError(f"{self.address}: send failed: {_reason(exc)}") from None
-
-    def _receive(self) -> bytes:
-        (size,) = struct.unpack(">i", self._recv_exact(4))
-        if size < 4 or size > MAX_RESPONSE_BYTES:
-            raise AdminError(f"{self.address}: response size {size} is outside 4..{MAX_RESPONSE_BYTES} bytes")
-        return self._recv_exact(size)
-
-    def _recv_exact(self, n: int) -> bytes:
-        buf = bytearray(n)
-        view = memoryview(buf)
-        got = 0
-        while got < n:
-            try:
-                k = self._sock.recv_into(view[got:])
-            except OSError as exc:
-                raise AdminError(f"{self.address}: receive failed: {_reason(exc)}") from None
-            if k == 0:
-                raise AdminError(f"{self.address}: connection closed by the broker")
-            got += k
-        return bytes(buf)
-
-
-def _reason(exc: OSError) -> str:
-    if isinstance(exc, socket.timeout):
-        return "timed out"
-    return exc.strerror or str(exc) or type(exc).__name__
 
 
 class Broker(NamedTuple):
