@@ -226,3 +226,35 @@ def test_a_joining_brokers_first_metadata_names_the_cluster(cluster):
     finally:
         joining.stop(30)
         del cluster.brokers[4]
+
+
+def test_a_follower_names_the_current_leader_to_produce_and_fetch(cluster):
+    """KIP-951: Produce v10+ and Fetch v12+ sent to a follower answer NOT_LEADER_OR_FOLLOWER with
+    the current leader and its endpoint (Fetch's endpoints from v16), so clients skip a Metadata
+    round trip."""
+    from kbroker.wire.records import Record, build_batch
+    from kbroker.zookeeper.znodes import uuid_from_kafka
+
+    with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
+        admin.create_topic("kip951", assignment=[[1, 2, 3]])
+    ck.wait_for(lambda: ck.in_sync(cluster, "kip951", 1, 3), 30, "kip951 online")
+    leader = ck.partitions(cluster, "kip951")[0]["leader"]
+    follower = next(b for b in (1, 2, 3) if b != leader)
+    leader_address = cluster.brokers[leader].address
+    with AdminClient(cluster.brokers[follower].address, timeout=30) as admin:
+        conn = admin._any()
+        produced = conn.call(0, {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
+            {"name": "kip951", "partition_data": [{"index": 0, "records": build_batch([Record(0, 0, None, b"v")])}]}]}, 11)
+        p = produced.responses[0].partition_responses[0]
+        assert p.error_code == 6 and p.current_leader.leader_id == leader
+        assert [f"{e.host}:{e.port}" for e in produced.node_endpoints] == [leader_address]
+        fetched = conn.call(1, {"replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                                "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+                                    {"topic_id": uuid_from_kafka(admin.describe_topics(["kip951"])[1][0].topic_id),
+                                     "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20,
+                                                     "current_leader_epoch": -1, "last_fetched_epoch": -1,
+                                                     "log_start_offset": -1}]}],
+                                "forgotten_topics_data": [], "rack_id": ""}, 16)
+        f = fetched.responses[0].partitions[0]
+        assert f.error_code == 6 and f.current_leader.leader_id == leader
+        assert [f"{e.host}:{e.port}" for e in fetched.node_endpoints] == [leader_address]

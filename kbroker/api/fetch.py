@@ -11,6 +11,7 @@ from __future__ import annotations
 import trio
 
 from kbroker.api.context import RequestContext
+from kbroker.api.leaders import add_fetch_leaders
 from kbroker.errors import ErrorCode, UnknownTopicIdError, error_code_of
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.replica.manager import FetchPartitionResult
@@ -93,4 +94,7 @@ async def handle(ctx: RequestContext, request) -> dict:
                 "records": r.records,
             })
         responses.append({"topic": name, "topic_id": topic_id, "partitions": partitions})
-    return {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}
+    data = {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}
+    if ctx.broker.cluster and ctx.version >= 12:
+        add_fetch_leaders(ctx, data)
+    return data

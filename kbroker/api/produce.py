@@ -13,6 +13,7 @@ import logging
 import trio
 
 from kbroker.api.context import Deferred, RequestContext
+from kbroker.api.leaders import add_current_leaders
 from kbroker.errors import (
     ErrorCode,
     InvalidRecordError,
@@ -74,7 +75,8 @@ async def handle(ctx: RequestContext, request) -> dict | None:
         return None
     data = {"responses": responses, "throttle_time": 0}
     if ctx.broker.cluster and ctx.version >= 10:
-        _add_current_leaders(ctx, data)
+        add_current_leaders(ctx, data, ((t["name"], p["index"], p) for t in data["responses"]
+                                        for p in t["partition_responses"]))
     if not waits:
         return data
 
@@ -97,33 +99,3 @@ async def _wait_for_isr(ctx: RequestContext, deadline: float, responses: list[di
             entry = entries[(partition.topic_partition.topic, index)]
             entry.update(error_code=code, base_offset=-1, log_append_time=-1, log_start_offset=-1,
                          error_message=f"{code.name} waiting for the in-sync replicas")
-
-
-def _add_current_leaders(ctx: RequestContext, data: dict) -> None:
-    """KIP-951: a NOT_LEADER_OR_FOLLOWER answer names the partition's current leader (the newer of
-    what LeaderAndIsr told our replica and what the metadata cache holds) and its endpoint."""
-    leaders = set()
-    for topic in data["responses"]:
-        for p in topic["partition_responses"]:
-            if p["error_code"] != ErrorCode.not_leader_or_follower:
-                continue
-            leader, epoch = current_leader(ctx, topic["name"], p["index"])
-            if leader >= 0:
-                p["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
-                leaders.add(leader)
-    metadata = ctx.broker.metadata
-    endpoints = [metadata.broker(b) for b in sorted(leaders)]
-    data["node_endpoints"] = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                              for b in endpoints if b is not None]
-
-
-def current_leader(ctx: RequestContext, topic: str, index: int) -> tuple[int, int]:
-    """(leader id, leader epoch) as this broker knows them best; (-1, -1) when unknown."""
-    best = (-1, -1)
-    replica = ctx.broker.replica_manager.partitions.get(TopicPartition(topic, index))
-    if replica is not None and replica.leader_epoch >= 0:
-        best = (replica.leader_id, replica.leader_epoch)
-    cached = ctx.broker.metadata.partition_state(topic, index)
-    if cached is not None and cached.leader_epoch > best[1]:
-        best = (cached.leader, cached.leader_epoch)
-    return best

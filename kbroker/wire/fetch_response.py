@@ -3,7 +3,8 @@
 A partition's `records` may be bytes or a sequence of file ranges (objects with a `size`); the
 encoder returns the response frame as chunks — bytes for everything it writes itself, the ranges
 as they are — so the server can `sendfile` the ranges straight from the segment files. The layout
-is Kafka's FetchResponse v4–17 (flexible from v12); tests check it byte for byte against kio.
+is Kafka's FetchResponse v4–17 (flexible from v12; KIP-951's current leader from v12, its node
+endpoints from v16); tests check it byte for byte against kio.
 """
 
 from __future__ import annotations
@@ -12,7 +13,19 @@ import struct
 import uuid
 from typing import Any, Iterable
 
-from kbroker.wire.primitives import I16 as _I16, I32 as _I32, I64 as _I64, length as _length, string as _string
+from kbroker.wire.primitives import (
+    I16 as _I16,
+    I32 as _I32,
+    I64 as _I64,
+    leader_id_and_epoch,
+    length as _length,
+    node_endpoints,
+    string as _string,
+    tagged_field,
+)
+
+CURRENT_LEADER_TAG = 1  # PartitionData's tagged fields: 0 DivergingEpoch, 1 CurrentLeader, 2 SnapshotId
+NODE_ENDPOINTS_TAG = 0  # the response's (v16+)
 
 _PARTITION_FIXED = struct.Struct(">ihqqq")  # partition_index, error_code, high_watermark, lso, log_start
 _NO_LOG_START = struct.Struct(">ihqq")
@@ -97,8 +110,16 @@ def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any
             if version >= 11:
                 w.raw(_I32.pack(p.get("preferred_read_replica", -1)))
             w.records(p.get("records"))
-            w.no_tags()
+            leader = p.get("current_leader") if version >= 12 else None
+            if leader:  # KIP-951
+                w.raw(tagged_field(CURRENT_LEADER_TAG, leader_id_and_epoch(leader)))
+            else:
+                w.no_tags()
         w.no_tags()
-    w.no_tags()
+    endpoints = data.get("node_endpoints") if version >= 16 else None
+    if endpoints:
+        w.raw(tagged_field(NODE_ENDPOINTS_TAG, node_endpoints(endpoints)))
+    else:
+        w.no_tags()
     chunks = w.finish()
     return [_I32.pack(w.size)] + chunks

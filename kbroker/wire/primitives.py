@@ -42,6 +42,25 @@ def string(value: str | None, flexible: bool) -> bytes:
     return (uvarint(len(raw) + 1) if flexible else I16.pack(len(raw))) + raw
 
 
+def tagged_field(tag: int, value: bytes | bytearray) -> bytes:
+    """A tagged-fields section holding one field."""
+    return b"\x01" + uvarint(tag) + uvarint(len(value)) + bytes(value)
+
+
+def leader_id_and_epoch(leader: dict) -> bytes:
+    """KIP-951's LeaderIdAndEpoch (Produce and Fetch responses), a flexible struct."""
+    return I32.pack(leader["leader_id"]) + I32.pack(leader["leader_epoch"]) + b"\x00"
+
+
+def node_endpoints(endpoints: list[dict]) -> bytes:
+    """KIP-951's NodeEndpoints array (node id, host, port, rack), flexible."""
+    out = bytearray(length(len(endpoints), True))
+    for e in endpoints:
+        out += I32.pack(e["node_id"]) + string(e["host"], True) + I32.pack(e["port"]) + string(e.get("rack"), True)
+        out += b"\x00"
+    return bytes(out)
+
+
 class Reader:
     __slots__ = ("view", "pos", "flexible")
 

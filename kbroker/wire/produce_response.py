@@ -11,7 +11,15 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from kbroker.wire.primitives import I32 as _I32, I64 as _I64, length as _length, string as _string, uvarint as _uvarint
+from kbroker.wire.primitives import (
+    I32 as _I32,
+    I64 as _I64,
+    leader_id_and_epoch,
+    length as _length,
+    node_endpoints,
+    string as _string,
+    tagged_field,
+)
 
 _BASE = struct.Struct(">ihq")  # index, error_code, base_offset
 
@@ -48,7 +56,7 @@ def encode_produce_response(version: int, correlation_id: int, data: dict[str, A
                 out += string(p.get("error_message"))
             leader = p.get("current_leader") if version >= 10 else None
             if leader:
-                out += _tagged_field(0, _I32.pack(leader["leader_id"]) + _I32.pack(leader["leader_epoch"]) + b"\x00")
+                out += tagged_field(0, leader_id_and_epoch(leader))
             else:
                 out += tags
         out += tags
@@ -56,15 +64,8 @@ def encode_produce_response(version: int, correlation_id: int, data: dict[str, A
         out += _I32.pack(data.get("throttle_time", 0))
     endpoints = data.get("node_endpoints") if version >= 10 else None
     if endpoints:
-        body = bytearray(length(len(endpoints)))
-        for e in endpoints:
-            body += _I32.pack(e["node_id"]) + string(e["host"]) + _I32.pack(e["port"]) + string(e.get("rack")) + b"\x00"
-        out += _tagged_field(0, body)
+        out += tagged_field(0, node_endpoints(endpoints))
     else:
         out += tags
     return _I32.pack(len(out)) + bytes(out)
 
-
-def _tagged_field(tag: int, value: bytes | bytearray) -> bytes:
-    """A tagged-fields section holding one field."""
-    return b"\x01" + _uvarint(tag) + _uvarint(len(value)) + bytes(value)

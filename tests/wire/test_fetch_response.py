@@ -53,3 +53,31 @@ def test_file_ranges_stay_out_of_the_bytes():
         with_bytes = dict(data, responses=[dict(data["responses"][0], partitions=[dict(
             data["responses"][0]["partitions"][0], records=b"a" * 10 + b"b" * 5)])])
         assert flat == b"".join(encode_fetch_response(version, 9, with_bytes))
+
+
+leaders = st.fixed_dictionaries({"leader_id": st.integers(0, 2**31 - 1), "leader_epoch": st.integers(0, 2**31 - 1)})
+endpoints = st.lists(st.fixed_dictionaries({
+    "node_id": st.integers(0, 2**31 - 1), "host": st.text(min_size=1, max_size=20), "port": st.integers(0, 65535),
+    "rack": st.one_of(st.none(), st.text(max_size=5))}), min_size=1, max_size=3)
+
+
+@st.composite
+def responses_with_leaders(draw):
+    """KIP-951: some partitions name their current leader, and the response the leaders' endpoints."""
+    responses = draw(topics)
+    for topic in responses:
+        for p in topic["partitions"]:
+            if draw(st.booleans()):
+                p["current_leader"] = draw(leaders)
+    data = {"throttle_time": 0, "error_code": 0, "session_id": 0, "responses": responses}
+    if draw(st.booleans()):
+        data["node_endpoints"] = draw(endpoints)
+    return data
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(12, 17), st.integers(-(2**31), 2**31 - 1), responses_with_leaders())
+def test_current_leader_and_node_endpoints_match_kio(version, correlation_id, data):
+    header = RequestHeader(1, version, correlation_id, None, True)
+    expected = encode_response(header, build_response(header, data))
+    assert b"".join(encode_fetch_response(version, correlation_id, data)) == expected
