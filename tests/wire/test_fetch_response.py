@@ -2,6 +2,7 @@ import uuid
 from dataclasses import dataclass
 
 from hypothesis import given, settings, strategies as st
+from kip951 import endpoints, leaders
 
 from kbroker.wire.fetch_response import encode_fetch_response
 from kbroker.wire.protocol import RequestHeader, build_response, encode_response
@@ -55,10 +56,6 @@ def test_file_ranges_stay_out_of_the_bytes():
         assert flat == b"".join(encode_fetch_response(version, 9, with_bytes))
 
 
-leaders = st.fixed_dictionaries({"leader_id": st.integers(0, 2**31 - 1), "leader_epoch": st.integers(0, 2**31 - 1)})
-endpoints = st.lists(st.fixed_dictionaries({
-    "node_id": st.integers(0, 2**31 - 1), "host": st.text(min_size=1, max_size=20), "port": st.integers(0, 65535),
-    "rack": st.one_of(st.none(), st.text(max_size=5))}), min_size=1, max_size=3)
 
 
 @st.composite

@@ -1,6 +1,7 @@
 import struct
 
 from hypothesis import given, settings, strategies as st
+from kip951 import endpoints, leaders
 
 from kbroker.wire.produce_response import encode_produce_response
 from kbroker.wire.protocol import RequestHeader, build_response, encode_response
@@ -18,10 +19,6 @@ responses = st.fixed_dictionaries({
                 "batch_index_error_message": st.one_of(st.none(), st.text(max_size=10))}), max_size=2),
             "error_message": st.one_of(st.none(), st.text(max_size=30))}), max_size=4)}), max_size=3),
 })
-leaders = st.fixed_dictionaries({"leader_id": st.integers(0, 2**31 - 1), "leader_epoch": st.integers(0, 2**31 - 1)})
-endpoints = st.lists(st.fixed_dictionaries({
-    "node_id": st.integers(0, 2**31 - 1), "host": st.text(min_size=1, max_size=20), "port": st.integers(0, 65535),
-    "rack": st.one_of(st.none(), st.text(max_size=5))}), min_size=1, max_size=3)
 
 
 @st.composite
