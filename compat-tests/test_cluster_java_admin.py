@@ -20,6 +20,14 @@ AlterPartitionReassignments v0 and ListPartitionReassignments v0, through
 
 The cluster's ZooKeeper sessions are longer than clusterkit's default so a broker paused across a
 few JVM starts stays registered (the move must be refused only for brokers that do not exist).
+
+Leader elections through `Admin.electLeaders` (ElectLeaders v1-2, `KbrokerHarness admin elect`) on a
+separate three-broker cluster with auto.leader.rebalance.enable=false, so leadership moves back only
+when asked: a preferred replica killed and restarted leads again after a preferred election (and only
+then); Kafka's per-partition errors (ElectionNotNeededException for a partition its preferred replica
+already leads or, unclean, one with a live leader; PreferredLeaderNotAvailableException while the
+preferred replica is down; UnknownTopicOrPartitionException); null partitions (every partition); an
+idempotent acks=all producer running throughout loses nothing it was acknowledged.
 """
 
 from __future__ import annotations
@@ -200,3 +208,83 @@ def test_java_admin_cancels_a_stuck_move(kt, java_harness, cluster):
     ck.check_exactly_once_in_order(producer.acked, ck.read_all(bootstrap(cluster), topic, 1))
     ck.wait_for(lambda: copies(cluster, target, topic) == [], 30, f"broker {target} to drop its half-made copy")
     assert listed(java_harness, cluster) == {}
+
+
+# ---- electLeaders ------------------------------------------------------------------------------
+
+ERRORS = "org.apache.kafka.common.errors."
+
+
+@pytest.fixture
+def steady_cluster(tmp_path):
+    """Three brokers that never move leadership back by themselves."""
+    c = ck.start_cluster(tmp_path / "cluster", 3, {"auto.leader.rebalance.enable": "false"})
+    yield c
+    ck.stop_cluster(c)
+
+
+def elect(java_harness, cluster, election: str, topic: str | None, partitions: list[int] | None = None
+          ) -> dict[tuple[str, int], dict]:
+    """One Admin.electLeaders call (topic None: null partitions, every partition of the cluster):
+    (topic, partition) -> {"result": "ok"} or {"error": <Java exception class>, "message": ...}."""
+    target = ["all"] if topic is None else [topic, ",".join(map(str, partitions))]
+    lines = java_harness.ok("admin", ck.live_bootstrap(cluster), "elect", election, *target, timeout=90)
+    out = {}
+    for line in (json.loads(ln) for ln in lines if ln.startswith("{")):
+        assert line["call"] == "elect" and "topic" in line, line  # no failure of the whole call
+        out[(line["topic"], line["partition"])] = {k: v for k, v in line.items() if k in ("result", "error", "message")}
+    return out
+
+
+def leaders(cluster, topic: str, via: int) -> dict[int, int]:
+    return {p: v["leader"] for p, v in ck.partitions(cluster, topic, via=via).items()}
+
+
+def test_java_admin_elect_leaders(kt, java_harness, steady_cluster):
+    kt.require_module("confluent_kafka")
+    cluster, topic = steady_cluster, "java-elect"
+    with AdminClient(cluster.bootstrap, timeout=30) as admin:
+        admin.create_topic(topic, assignment=[[1, 2, 3], [2, 3, 1]])
+    ck.wait_for(lambda: ck.in_sync(cluster, topic, 2, 3), 30, f"{topic} in sync")
+    assert leaders(cluster, topic, via=2) == {0: 1, 1: 2}
+    producer = ck.AckedProducer(cluster.bootstrap, topic).start()
+    try:
+        ck.wait_for(lambda: producer.acked_count >= 200, 60, "200 acknowledged records before the kill")
+        cluster.brokers[1].kill()  # SIGKILL the preferred leader of partition 0
+        ck.wait_for(lambda: ck.leader_of(cluster, topic, 0) not in (-1, 1), 60, "a new leader for partition 0")
+        down = elect(java_harness, cluster, "preferred", topic, [0])
+        assert down[(topic, 0)].get("error") == ERRORS + "PreferredLeaderNotAvailableException", down
+        cluster.brokers[1].start()
+        ck.wait_for(lambda: ck.in_sync(cluster, topic, 2, 3), 60, f"{topic} in sync again with broker 1 back")
+        for b in (1, 2, 3):
+            assert leaders(cluster, topic, via=b)[0] != 1, f"broker 1 leads partition 0 again unasked (via {b})"
+
+        first = elect(java_harness, cluster, "preferred", topic, [0, 1])
+        assert first[(topic, 0)] == {"result": "ok"}, first
+        assert first[(topic, 1)].get("error") == ERRORS + "ElectionNotNeededException", first
+        assert len(first) == 2, first
+        ck.wait_for(lambda: all(leaders(cluster, topic, via=b) == {0: 1, 1: 2} for b in (1, 2, 3)), 30,
+                    "every broker's Metadata to show broker 1 leading partition 0")
+
+        again = elect(java_harness, cluster, "preferred", topic, [0])
+        assert again == {(topic, 0): again[(topic, 0)]}, again
+        assert again[(topic, 0)].get("error") == ERRORS + "ElectionNotNeededException", again
+        missing = elect(java_harness, cluster, "preferred", topic, [7])
+        assert missing[(topic, 7)].get("error") == ERRORS + "UnknownTopicOrPartitionException", missing
+        unclean = elect(java_harness, cluster, "unclean", topic, [0])
+        assert unclean[(topic, 0)].get("error") == ERRORS + "ElectionNotNeededException", unclean
+        everything = elect(java_harness, cluster, "preferred", None)
+        assert {(topic, 0), (topic, 1)} <= set(everything), everything
+        assert all(r == {"result": "ok"} or r.get("error") == ERRORS + "ElectionNotNeededException"
+                   for r in everything.values()), everything
+        assert leaders(cluster, topic, via=2) == {0: 1, 1: 2}
+
+        mark = producer.acked_count
+        ck.wait_for(lambda: producer.acked_count >= mark + 100, 60, "acknowledgements after the elections")
+    finally:
+        producer.stop()
+    assert not producer.failed, producer.failed[:3]
+    read = ck.read_all(cluster.bootstrap, topic, 2)
+    ck.check_exactly_once_in_order(producer.acked, read)
+    assert sum(len(v) for v in read.values()) == producer.acked_count
+    print(f"{producer.acked_count} records; electLeaders over every partition: {len(everything)} partitions")

@@ -59,6 +59,7 @@ class ZooKeeperServer:
     host: str = "127.0.0.1"
     port: int = 0
     tick_ms: int = 500  # short ticks allow the short session timeouts fault tests use
+    max_session_ms: int = 60000  # ZooKeeper's default cap (20 ticks) would cut longer sessions to 10 s
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
 
@@ -76,7 +77,8 @@ class ZooKeeperServer:
         cfg.write_text(
             f"tickTime={self.tick_ms}\ndataDir={self.data_dir / 'data'}\nclientPort={self.port}\n"
             f"clientPortAddress={self.host}\nmaxClientCnxns=0\nadmin.enableServer=false\n"
-            f"minSessionTimeout={2 * self.tick_ms}\n4lw.commands.whitelist=srvr,ruok\n")
+            f"minSessionTimeout={2 * self.tick_ms}\nmaxSessionTimeout={self.max_session_ms}\n"
+            f"4lw.commands.whitelist=srvr,ruok\n")
         self.log_path = self.data_dir / "zookeeper.log"
         self.proc = subprocess.Popen(
             ["java", "-Xmx256m", "-Dzookeeper.admin.enableServer=false", "-cp", classpath,

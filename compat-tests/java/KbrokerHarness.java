@@ -29,6 +29,12 @@
 //   admin <bootstrap> list-reassign
 //       listPartitionReassignments(); one JSON line per partition being moved:
 //       {"topic":t,"partition":p,"replicas":[..],"addingReplicas":[..],"removingReplicas":[..]}
+//   admin <bootstrap> elect <preferred|unclean> <topic> <p,p,...>
+//       electLeaders(ElectionType.PREFERRED / UNCLEAN, those partitions); one JSON line per partition
+//       of the result, by topic and partition: {"call":"elect","topic":t,"partition":p,"result":"ok"}
+//       or {"call":"elect","topic":t,"partition":p,"error":"<exception class>","message":"..."};
+//       a failure of the whole call: {"call":"elect","error":...,"message":...} (exit status 0)
+//   admin <bootstrap> elect <preferred|unclean> all    -> the same with null partitions (every partition)
 //   spark <bootstrap> <topic> <timeout_ms>
 //       the connector's read path: describeTopics, listOffsets earliest+latest, then per partition a
 //       consumer (group.id set, auto.offset.reset=none, no auto commit) assign+seek+poll up to latest.
@@ -68,6 +74,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ElectLeadersResult;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
@@ -86,6 +93,7 @@ import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.ElectionType;
 import org.apache.kafka.common.IsolationLevel;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
@@ -339,6 +347,18 @@ public final class KbrokerHarness {
                                 + ",\"removingReplicas\":" + r.removingReplicas() + "}");
                     }
                     break;
+                case "elect": {
+                    ElectionType type = "preferred".equals(args[3]) ? ElectionType.PREFERRED
+                            : "unclean".equals(args[3]) ? ElectionType.UNCLEAN : null;
+                    if (type == null) throw new IllegalArgumentException("unknown election type " + args[3]);
+                    java.util.Set<TopicPartition> wanted = null;  // null: every partition
+                    if (!(args.length == 5 && "all".equals(args[4]))) {
+                        wanted = new java.util.HashSet<>();
+                        for (String p : args[5].split(",")) wanted.add(new TopicPartition(args[4], Integer.parseInt(p)));
+                    }
+                    elect(admin, type, wanted);
+                    break;
+                }
                 default:
                     throw new IllegalArgumentException("unknown admin call " + args[2]);
             }
@@ -358,6 +378,32 @@ public final class KbrokerHarness {
             Throwable cause = e.getCause() == null ? e : e.getCause();
             emit(head + ",\"error\":" + jsonString(cause.getClass().getName()) + ",\"message\":"
                     + jsonString(String.valueOf(cause.getMessage())) + "}");
+        }
+    }
+
+    /** One electLeaders call; each partition's outcome, success or the Kafka error, as a JSON line. */
+    static void elect(Admin admin, ElectionType type, java.util.Set<TopicPartition> partitions) throws Exception {
+        ElectLeadersResult result = admin.electLeaders(type, partitions);
+        Map<TopicPartition, Optional<Throwable>> outcomes;
+        try {
+            outcomes = result.partitions().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+        } catch (ExecutionException e) {
+            Throwable cause = e.getCause() == null ? e : e.getCause();
+            emit("{\"call\":\"elect\",\"error\":" + jsonString(cause.getClass().getName()) + ",\"message\":"
+                    + jsonString(String.valueOf(cause.getMessage())) + "}");
+            return;
+        }
+        List<TopicPartition> tps = new ArrayList<>(outcomes.keySet());
+        tps.sort(java.util.Comparator.comparing(TopicPartition::topic).thenComparingInt(TopicPartition::partition));
+        for (TopicPartition tp : tps) {
+            String head = "{\"call\":\"elect\",\"topic\":" + jsonString(tp.topic()) + ",\"partition\":" + tp.partition();
+            Optional<Throwable> error = outcomes.get(tp);
+            if (error.isPresent()) {
+                emit(head + ",\"error\":" + jsonString(error.get().getClass().getName()) + ",\"message\":"
+                        + jsonString(String.valueOf(error.get().getMessage())) + "}");
+            } else {
+                emit(head + ",\"result\":\"ok\"}");
+            }
         }
     }
 
