@@ -112,6 +112,33 @@ def test_a_stuck_move_is_listed_and_cancelled(cluster, tmp_path):
     assert "No partition reassignments in progress." in reassign(cluster, "--list").stdout
 
 
+def test_a_returning_broker_deletes_a_copy_that_moved_away_while_it_was_down(cluster, tmp_path):
+    """A partition moves off a broker while that broker is dead (the StopReplica meant for it is
+    never sent): when it starts again on its old data, the full UpdateMetadata it gets no longer
+    places the partition there, and it deletes that copy as a stray; its other copies stay."""
+    with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
+        admin.create_topic("wander", assignment=[[1, 4]])
+        admin.create_topic("stays", assignment=[[4, 1]])
+    ck.wait_for(lambda: ck.in_sync(cluster, "wander", 1, 2) and ck.in_sync(cluster, "stays", 1, 2), 30, "online")
+    producer = ck.AckedProducer(ck.live_bootstrap(cluster), "wander").start()
+    time.sleep(1)
+    cluster.brokers[4].kill()
+    ck.wait_for(lambda: ck.partitions(cluster, "wander")[0]["isr"] == [1], 30, "broker 4 out of the ISR")
+    moved = reassign(cluster, "--execute", plan=plan_of("wander", [[1, 2]]), tmp_path=tmp_path, avoid=4)
+    assert moved.returncode == 0, moved.stderr
+    ck.wait_for(lambda: ck.in_sync(cluster, "wander", 1, 2) and
+                ck.partitions(cluster, "wander")[0]["replicas"] == [1, 2], 60, "wander on brokers 1 and 2")
+    data = cluster.brokers[4].data_dir / "data"
+    assert (data / "wander-0").is_dir()  # the copy broker 4 had when it died
+    cluster.brokers[4].start()
+    ck.wait_for(lambda: not (data / "wander-0").exists(), 30, "broker 4 to delete its stray copy of wander-0")
+    ck.wait_for(lambda: ck.in_sync(cluster, "stays", 1, 2), 60, "broker 4 back in the ISR of stays-0")
+    assert (data / "stays-0").is_dir()
+    producer.stop()
+    assert not producer.failed
+    ck.check_exactly_once_in_order(producer.acked, ck.read_all(ck.live_bootstrap(cluster), "wander", 1))
+
+
 @pytest.fixture
 def restoring_cluster(tmp_path):
     c = ck.start_cluster(tmp_path / "cluster", 4, {"replica.restore.delay.ms": "3000"})

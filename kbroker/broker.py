@@ -115,13 +115,25 @@ class Broker:
         self.log_manager.shutdown()
 
     def delete_stray_logs(self) -> int:
-        """After a full UpdateMetadata: logs of topics the cluster no longer has (deleted while this
-        broker was down) go, as Kafka's stray replica detection does."""
+        """After a full UpdateMetadata: logs this broker holds that the cluster no longer places
+        here go — a topic deleted, or a replica moved away, while this broker was down or cut off
+        (the StopReplica meant for it was lost with its session), as KRaft's stray replica
+        detection does. A partition LeaderAndIsr made a replica here, or a retired one (a
+        decrease; the UpdateMetadata no longer lists it), stays."""
         topics = self.metadata.topics()
-        stray = [tp for tp in list(self.log_manager.logs) if tp.topic not in topics
-                 and tp not in self.replica_manager.partitions]
+
+        def placed_here(tp: TopicPartition) -> bool:
+            info = topics.get(tp.topic)
+            if info is None:
+                return False
+            if self.metadata.is_retired(tp.topic, tp.partition):
+                return True
+            return tp.partition < info.num_partitions and self.node_id in info.assignment[tp.partition]
+
+        stray = [tp for tp in list(self.log_manager.logs)
+                 if tp not in self.replica_manager.partitions and not placed_here(tp)]
         for tp in stray:
-            logger.info("deleting the stray log of %s: the topic no longer exists", tp)
+            logger.info("deleting the stray log of %s: the cluster no longer places it on broker %d", tp, self.node_id)
             self.log_manager.delete_log(tp)
         return len(stray)
 
