@@ -237,3 +237,35 @@ def test_a_drain_survives_the_kill_of_its_leader(tmp_path):
         assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:3]}"
     finally:
         ck.stop_cluster(cluster)
+
+
+def test_retired_partitions_are_removed_after_retention(tmp_path):
+    """retention.ms after a decrease, with everything drained and retention having emptied them,
+    the retired partitions go: their logs are deleted on every broker, and the topic can grow
+    again (the new partitions start empty)."""
+    cluster = ck.start_cluster(tmp_path / "cluster", 3, {"log.retention.check.interval.ms": "500"})
+    try:
+        with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
+            admin.create_topic("fading", partitions=4, replication_factor=2, configs={"retention.ms": "4000"})
+        ck.wait_for(lambda: ck.in_sync(cluster, "fading", 4, 2), 30, "fading online")
+        producer = KeyedProducer(ck.live_bootstrap(cluster), "fading").start()
+        time.sleep(1)
+        producer.stop()
+        assert not producer.failed and any(p >= 2 for p, *_ in producer.acked)
+        shrunk = alter(cluster, "fading", "--partitions", "2", "--partitioner", "consistent_random")
+        assert shrunk.returncode == 0, shrunk.stdout + shrunk.stderr
+        copied = {v for recs in ck.read_all(ck.live_bootstrap(cluster), "fading", 2).values() for _, v in recs}
+        assert {v for *_, v, _ in producer.acked} <= copied  # everything reached partitions 0-1 first
+
+        def retired_dirs() -> list[str]:
+            return [d.name for b in cluster.brokers.values() for d in (b.data_dir / "data").glob("fading-*")
+                    if d.name.split("-")[1] in ("2", "3") and not d.name.endswith(("-delete", "-stray"))]
+
+        ck.wait_for(lambda: not retired_dirs(), 60, "the retired partitions' logs to be deleted everywhere")
+        grown = alter(cluster, "fading", "--partitions", "3")
+        assert grown.returncode == 0, grown.stdout + grown.stderr
+        ck.wait_for(lambda: ck.in_sync(cluster, "fading", 3, 2), 30, "fading-2 online again")
+        with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
+            assert admin.list_offsets([("fading", 2)], -1)[("fading", 2)] == 0  # a new, empty partition
+    finally:
+        ck.stop_cluster(cluster)

@@ -53,8 +53,12 @@ def test_the_topic_znode_keeps_the_active_count():
     t = TopicAssignment("t", None, {p: [1, 2] for p in range(6)}, active=3)
     back = zk.decode_topic("t", zk.encode_topic(t))
     assert back.active == 3 and back.is_retiring(3) and back.is_retiring(5) and not back.is_retiring(2)
+    marked = zk.decode_topic("t", zk.encode_topic(TopicAssignment("t", None, {p: [1] for p in range(4)}, active=2,
+                                                                   removable=(3, 2))))
+    assert marked.removable == (2, 3) and marked.active == 2
     plain = zk.decode_topic("t", zk.encode_topic(TopicAssignment("t", None, {0: [1]})))
     assert plain.active is None and not plain.is_retiring(0) and b"active_partitions" not in zk.encode_topic(plain)
+    assert plain.removable == () and b"removable_partitions" not in zk.encode_topic(plain)
 
 
 def test_update_metadata_hides_retired_partitions_and_leader_and_isr_keeps_them():

@@ -13,6 +13,7 @@ and StopReplica sent in order over one channel per broker.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any, Callable
 
 import trio
@@ -511,12 +512,39 @@ class KafkaController(ReassignmentMixin, LeadershipMixin):
         added = [(t, p) for t in known if t in ctx.topics for p in sorted(set(ctx.topics[t].partitions) - before[t])]
         if added:
             await self._on_new_partitions(added)
-        shrunk = [t for t in known if t in ctx.topics and ctx.topics[t].active != active_before[t]]
+        for topic in [t for t in known if t in ctx.topics and ctx.topics[t].removable]:
+            await self._remove_retired(topic)
+        shrunk = [t for t in known if t in ctx.topics and ctx.topics[t].active != active_before[t]
+                  and ctx.topics[t].active is not None]
         if shrunk:  # a partition decrease: every broker stops advertising (and appending to) the retiring ones
             retiring = [tp for tp in ctx.partitions_of(shrunk) if ctx.topics[tp[0]].is_retiring(tp[1])]
             logger.info("controller: partitions %s retire", ", ".join(f"{t}-{p}" for t, p in retiring[:10]))
             for broker in ctx.live_brokers.values():
                 self._send(broker, req.UPDATE_METADATA, req.update_metadata(ctx, self.broker_id, broker, retiring))
+
+    async def _remove_retired(self, topic: str) -> None:
+        """A decrease's retired partitions go once every one of them is drained and empty (their
+        leaders list them as removable): replicas stopped and deleted, state znodes removed, the
+        topic znode back to a plain assignment of the partitions that remain."""
+        ctx = self._ctx()
+        assignment = ctx.topics[topic]
+        retired = [p for p in assignment.partitions if assignment.is_retiring(p)]
+        if not retired or not set(retired) <= set(assignment.removable):
+            return
+        for p in retired:
+            self._stop_replicas((topic, p), ctx.replicas((topic, p)))
+        keep = {p: r for p, r in assignment.partitions.items() if p not in retired}
+        await self._write_topic(replace(assignment, partitions=keep, active=None, removable=(),
+                                        adding={p: r for p, r in assignment.adding.items() if p in keep},
+                                        removing={p: r for p, r in assignment.removing.items() if p in keep}))
+        ctx.topics[topic] = replace(assignment, partitions=keep, active=None, removable=())
+        for p in retired:
+            ctx.states.pop((topic, p), None)
+            try:
+                await self.session.call(self.zk.delete, zk.partition_path(topic, p), recursive=True)
+            except zk.NoNodeError:
+                pass
+        logger.info("controller: retired partitions %s of %s removed", retired, topic)
 
     def _forget_topic(self, topic: str) -> None:
         ctx = self._ctx()

@@ -440,6 +440,16 @@ class ClusterMetadataStore:
         current.active = count
         await self.session.call(self.zk.set, zk.topic_path(name), zk.encode_topic(current), stat.version)
 
+    async def mark_removable(self, name: str, partition: int) -> None:
+        """A retired partition's leader found it drained and emptied by retention: say so in the
+        topic znode (the controller removes the retired partitions once all of them are)."""
+        data, stat = await self.session.call(self.zk.get, zk.topic_path(name))
+        current = zk.decode_topic(name, data)
+        if not current.is_retiring(partition) or partition in current.removable:
+            return
+        current.removable = tuple(sorted({*current.removable, partition}))
+        await self.session.call(self.zk.set, zk.topic_path(name), zk.encode_topic(current), stat.version)
+
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         await self.session.call(self.zk.set, zk.topic_config_path(name), zk.encode_config(configs))
         await self.session.call(self.zk.create, f"{zk.CONFIG_CHANGES}/{zk.CONFIG_CHANGE_PREFIX}",

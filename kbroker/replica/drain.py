@@ -16,6 +16,10 @@ topic has committed on that partition (its log start where such a group has none
 log start when no group has commits on the topic — what some group has not read yet. That start
 is committed at once, so every later leader agrees on it.
 
+Once drained, emptied by retention and retired for at least retention.ms, the leader marks the
+partition removable in the topic znode; the controller removes a decrease's retired partitions
+when all of them are.
+
 Requests go to other brokers over channels injected by server/ (`open_channel`), like the
 followers' fetches.
 """
@@ -79,6 +83,7 @@ class PartitionDrains:
         return partition is not None and partition.is_leader and self.metadata.is_retired(tp.topic, tp.partition)
 
     async def _drain(self, tp: TopicPartition) -> None:
+        since = trio.current_time()
         try:
             position = None
             while self._still_mine(tp):
@@ -87,6 +92,9 @@ class PartitionDrains:
                         position = await self._start(tp)
                         logger.info("draining retired partition %s from offset %d", tp, position)
                     position = await self._copy_once(tp, position)
+                    if self._removable(tp, position, since):
+                        await self.metadata.mark_removable(tp.topic, tp.partition)
+                        since = float("inf")  # said once; the controller takes it from here
                 except (DrainError, KafkaError) as exc:
                     logger.info("drain of %s: %s; trying again", tp, exc)
                     await trio.sleep(RETRY_S)
@@ -95,6 +103,15 @@ class PartitionDrains:
                     await trio.sleep(5 * RETRY_S)
         finally:
             self._running.discard(tp)
+
+    def _removable(self, tp: TopicPartition, position: int, since: float) -> bool:
+        """Drained, emptied by retention, and retired for at least retention.ms: the partition
+        may go (a producer that still writes there after that long is not waited for)."""
+        partition = self.rm.partitions[tp]
+        retention_ms = partition.log.config.retention_ms
+        return (retention_ms >= 0 and position >= partition.log_end_offset
+                and partition.log_start_offset >= partition.log_end_offset
+                and (trio.current_time() - since) * 1000 >= retention_ms)
 
     async def _copy_once(self, tp: TopicPartition, position: int) -> int:
         """Copy one chunk past `position` (or wait a little for one); the new position."""

@@ -203,6 +203,9 @@ class TopicAssignment:
     # kbroker's own: after a partition decrease, the count clients see; partitions from it on are
     # retiring (hosted and replicated, no longer advertised, refusing appends)
     active: int | None = None
+    # retired partitions whose leader found them drained and emptied by retention: the controller
+    # removes them once every retired partition is listed (kbroker's own key, like `active`)
+    removable: tuple[int, ...] = ()
 
     def is_retiring(self, partition: int) -> bool:
         return self.active is not None and partition >= self.active
@@ -222,6 +225,8 @@ def encode_topic(assignment: TopicAssignment) -> bytes:
         payload["topic_id"] = uuid_to_kafka(assignment.topic_id)
     if assignment.active is not None:
         payload["active_partitions"] = assignment.active  # kbroker's own key; Kafka ignores unknown keys
+    if assignment.removable:
+        payload["removable_partitions"] = sorted(assignment.removable)
     return _json(payload)
 
 
@@ -235,7 +240,8 @@ def decode_topic(topic: str, data: bytes) -> TopicAssignment:
     active = payload.get("active_partitions")
     return TopicAssignment(topic, uuid_from_kafka(topic_id) if topic_id else None, replicas("partitions"),
                            replicas("adding_replicas"), replicas("removing_replicas"),
-                           int(active) if active is not None else None)
+                           int(active) if active is not None else None,
+                           tuple(int(p) for p in payload.get("removable_partitions") or ()))
 
 
 # -- /brokers/topics/<t>/partitions/<p>/state ---------------------------------------------------------
