@@ -59,6 +59,9 @@ KafkaStorageError = _error("KafkaStorageError", ErrorCode.kafka_storage_error)
 ClusterAuthorizationError = _error("ClusterAuthorizationError", ErrorCode.cluster_authorization_failed)
 UnknownTopicIdError = _error("UnknownTopicIdError", ErrorCode.unknown_topic_id)
 InvalidTxnStateError = _error("InvalidTxnStateError", ErrorCode.invalid_txn_state)
+TransactionCoordinatorFencedError = _error(
+    "TransactionCoordinatorFencedError", ErrorCode.transaction_coordinator_fenced
+)
 CoordinatorNotAvailableError = _error("CoordinatorNotAvailableError", ErrorCode.coordinator_not_available)
 FencedLeaderEpochError = _error("FencedLeaderEpochError", ErrorCode.fenced_leader_epoch)
 UnknownLeaderEpochError = _error("UnknownLeaderEpochError", ErrorCode.unknown_leader_epoch)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from kbroker.log.config import LONG_MAX
 from kbroker.log.log import Log
 from kbroker.log.segment import CLEANED_SUFFIX, LogSegment, index_file_name, log_file_name, time_index_file_name
+from kbroker.log.txn_index import txn_index_file_name
 from kbroker.wire.records import (
     TIMESTAMP_LOG_APPEND_TIME,
     BatchHeader,
@@ -200,7 +201,7 @@ class Cleaner:
                         active_producers: dict[int, int], stats: CleanerStats) -> None:
         cfg = log.config
         base = group[0].base_offset
-        for name in (log_file_name(base), index_file_name(base), time_index_file_name(base)):
+        for name in (log_file_name(base), index_file_name(base), time_index_file_name(base), txn_index_file_name(base)):
             (log.dir / (name + CLEANED_SUFFIX)).unlink(missing_ok=True)  # a clean that failed earlier
         dest = LogSegment.open(log.dir, base, index_interval_bytes=cfg.index_interval_bytes,
                                max_index_size=cfg.segment_index_bytes, now_ms=now_ms, file_suffix=CLEANED_SUFFIX)
@@ -217,6 +218,8 @@ class Cleaner:
                         stats.bytes_written += len(data)
             dest.time_index.maybe_append(dest.max_timestamp_so_far, dest.offset_of_max_timestamp_so_far,
                                          skip_full_check=True)
+            # Transactional and control batches are kept whole, so every aborted transaction stays.
+            dest.txn_index.replace_with([t for seg in group for t in seg.txn_index.all_aborted_txns()])
             dest.flush()
             dest.on_become_inactive()
             # Kafka keeps the last modified time of the original files (retention falls back to it).

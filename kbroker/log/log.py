@@ -1,8 +1,8 @@
 """Log: one partition's log (Kafka's UnifiedLog + LocalLog + LogLoader, without replication policy).
 
 Owns the segments of a `topic-partition` directory, offsets (log start, log end, high watermark,
-recovery point), producer state, the leader epoch cache, loading/recovery, appends, reads,
-retention and truncation.
+recovery point, last stable offset), producer state, the leader epoch cache, loading/recovery,
+appends, reads, retention and truncation. Transaction index work lives in log_txn.py.
 Synchronous and not thread-safe: the caller serialises calls per log.
 """
 
@@ -27,7 +27,15 @@ from kbroker.errors import (
 from kbroker.log.checkpoint import CheckpointError, fsync_dir
 from kbroker.log.config import LogConfig
 from kbroker.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
-from kbroker.log.producer_state import ProducerAppendInfo, ProducerStateManager
+from kbroker.log.log_txn import (
+    AbortedTransaction,
+    collect_aborted_transactions,
+    complete_txns,
+    marker_of,
+    rebuild_txn_indexes,
+    with_markers,
+)
+from kbroker.log.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from kbroker.log.records_view import FetchDataInfo
 from kbroker.log.segment import (
     CLEANED_SUFFIX,
@@ -39,6 +47,7 @@ from kbroker.log.segment import (
     LogSegment,
 )
 from kbroker.log.topic_partition import TopicPartition
+from kbroker.log.txn_index import TXN_INDEX_SUFFIX, CorruptTxnIndexError
 from kbroker.wire.records import (
     LOG_OVERHEAD,
     BatchHeader,
@@ -90,6 +99,15 @@ class FlushPlan:
             os.fsync(fd)
         if self.dir is not None:
             fsync_dir(self.dir)
+
+
+def _txn_index_sane(seg: LogSegment) -> bool:
+    try:
+        seg.txn_index.sanity_check()
+    except (OSError, CorruptTxnIndexError) as e:
+        _logger.warning("recovering segment %s: %s", seg.log_path, e)
+        return False
+    return True
 
 
 class Log:
@@ -192,12 +210,12 @@ class Log:
                 stem, _, suffix = p.name.partition(".")
                 if (
                     stem.isdigit() and len(stem) == 20 and base <= int(stem) < end
-                    and "." + suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+                    and "." + suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
                 ):
                     p.unlink(missing_ok=True)
             seg.change_file_suffixes(SWAP_SUFFIX, "")
             seg.close_handlers()
-            for p in (seg.offset_index.path, seg.time_index.path):  # rebuilt from the log below
+            for p in (seg.offset_index.path, seg.time_index.path, seg.txn_index.path):  # rebuilt below
                 p.unlink(missing_ok=True)
         if swap_bases:
             fsync_dir(self.dir)
@@ -227,7 +245,8 @@ class Log:
                 bases.append(int(stem))
         for p in list(self.dir.iterdir()):  # indexes without their log file (Kafka deletes them too)
             stem, _, suffix = p.name.partition(".")
-            if "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX) and stem.isdigit() and int(stem) not in bases:
+            if "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX) and stem.isdigit() \
+                    and int(stem) not in bases:
                 p.unlink(missing_ok=True)
         bases.sort()
         needs_recovery: list[bool] = []
@@ -235,14 +254,16 @@ class Log:
             seg = self._new_segment(base)
             self.segments.append(seg)
             self._bases.append(base)
-            needs_recovery.append(not seg.indexes_exist())
+            needs_recovery.append(not seg.indexes_exist() or not _txn_index_sane(seg))
         if not clean and self.segments:
             first = max(bisect_right(self._bases, recovery_point) - 1, 0)
             for i in range(first, len(self.segments)):
                 needs_recovery[i] = True
+        recovered: set[int] = set()  # base offsets of segments whose transaction index needs a rebuild
         for i, seg in enumerate(self.segments):
             if not needs_recovery[i]:
                 continue
+            recovered.add(seg.base_offset)
             gaps = self.allows_offset_gaps
             if seg.recover(gaps) > 0 or (
                 i + 1 < len(self.segments)
@@ -264,6 +285,7 @@ class Log:
                 clean_tail = False
             if not clean_tail:
                 active.recover(self.allows_offset_gaps)
+                recovered.add(active.base_offset)
         if not self.segments:
             seg = self._new_segment(log_start_offset)
             self.segments.append(seg)
@@ -274,6 +296,7 @@ class Log:
             # The log lost data above a DeleteRecords point: nothing below it is readable anyway.
             self.truncate_fully_and_start_at(self.log_start_offset)
         self.recovery_point = self.log_end_offset if clean else min(recovery_point, self.log_end_offset)
+        rebuild_txn_indexes(self.dir, self.segments, recovered & set(self._bases), self.log_start_offset)
         self._rebuild_producer_state()
         self._load_leader_epoch_cache()
 
@@ -339,7 +362,7 @@ class Log:
         psm.truncate_and_reload(self.log_start_offset, self.log_end_offset)
         start = max(psm.map_end_offset, self.log_start_offset, self._bases[0])
         psm.update_map_end_offset(start)
-        psm.replay((h for _seg, _pos, h in self._batches_from(start)), end_offset=self.log_end_offset)
+        psm.replay(with_markers(self._batches_from(start)), end_offset=self.log_end_offset)
         psm.update_map_end_offset(self.log_end_offset)
         psm.take_snapshot(sync=False)
 
@@ -375,17 +398,33 @@ class Log:
         return self.log_end_offset - self.recovery_point
 
     @property
-    def last_stable_offset(self) -> int:
-        """The high watermark, or the first offset of an ongoing transaction below it."""
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction that is open, or whose marker the high
+        watermark has not passed yet (never below the log start); None without one."""
         unstable = self.producer_state.first_unstable_offset()
-        return self.high_watermark if unstable is None else min(unstable, self.high_watermark)
+        return None if unstable is None else max(unstable, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Kafka's LSO: the first unstable offset when it lies below the high watermark, else the
+        high watermark. read_committed consumers read up to it."""
+        unstable = self.first_unstable_offset
+        hw = self.high_watermark
+        return unstable if unstable is not None and unstable < hw else hw
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTransaction]:
+        """(producer id, first offset) of the aborted transactions overlapping [start_offset,
+        upper_bound_offset): what a read_committed Fetch sends with the records it returns."""
+        return collect_aborted_transactions(self.segments, self._bases, start_offset, upper_bound_offset)
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
 
     def update_high_watermark(self, offset: int) -> int:
-        """Set the high watermark, clamped to [log_start_offset, log_end_offset]; returns it."""
+        """Set the high watermark, clamped to [log_start_offset, log_end_offset]; returns it.
+        Completed transactions whose marker is now below it stop holding the LSO back."""
         self.high_watermark = min(max(offset, self.log_start_offset), self.log_end_offset)
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
         return self.high_watermark
 
     # --- appends ----------------------------------------------------------------------------------
@@ -413,6 +452,7 @@ class Log:
         log_append_time = cfg.log_append_time
         psm = self.producer_state
         updates: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
         offset = self.log_end_offset
         first_offset = offset
         max_ts = -1
@@ -424,7 +464,7 @@ class Log:
             pid = h.producer_id
             if pid >= 0:
                 entry = psm.last_entry(pid)
-                if entry is not None:
+                if entry is not None and not h.is_control:
                     dup = entry.find_duplicate_batch(h)
                     if dup is not None:
                         return LogAppendInfo(
@@ -435,7 +475,11 @@ class Log:
                 if info is None:
                     info = updates[pid] = psm.prepare_update(pid, validate=True)
                 if h.is_control:
-                    info.append_end_txn_marker(h.producer_epoch, ts)
+                    marker = marker_of(buf, _pos, h)
+                    if marker is not None:
+                        txn = info.append_end_txn_marker(marker, h.producer_epoch, offset, ts)
+                        if txn is not None:
+                            completed.append(txn)
                 else:
                     info.append_data_batch(
                         h.producer_epoch, h.base_sequence, h.last_sequence, ts, offset, last, h.is_transactional
@@ -461,9 +505,7 @@ class Log:
             # Before the data, as Kafka: the checkpoint never lacks an epoch the log holds.
             self.leader_epoch_cache.assign(leader_epoch, first_offset)
         self._write(buf, total, first_offset, last_offset, max_ts, offset_of_max_ts, now)
-        for info in updates.values():
-            psm.update(info)
-        psm.update_map_end_offset(self.log_end_offset)
+        self._update_producers(updates, completed)
         self._maybe_flush()
         return LogAppendInfo(
             first_offset, last_offset, max_ts, offset_of_max_ts, now if log_append_time else -1,
@@ -483,15 +525,18 @@ class Log:
         num_messages = 0
         psm = self.producer_state
         updates: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
         first_offset = batches[0][1].base_offset
-        for _pos, h in batches:
+        for pos, h in batches:
             if h.base_offset < expected:
                 raise ValueError(f"follower append at offset {h.base_offset}, below {expected}")
             if h.producer_id >= 0:
                 info = updates.get(h.producer_id)
                 if info is None:
                     info = updates[h.producer_id] = psm.prepare_update(h.producer_id, validate=False)
-                info.append_batch(h)
+                txn = info.append_batch(h, marker=marker_of(buf, pos, h) if h.is_control else None)
+                if txn is not None:
+                    completed.append(txn)
             if h.max_timestamp > max_ts:
                 max_ts = h.max_timestamp
                 offset_of_max_ts = h.base_offset + h.last_offset_delta
@@ -504,12 +549,20 @@ class Log:
             if h.partition_leader_epoch >= 0:  # with the log: recovery re-reads them from the batches)
                 cache.assign(h.partition_leader_epoch, h.base_offset, sync=False)
         self._write(buf, total, first_offset, last_offset, max_ts, offset_of_max_ts, now)
-        for info in updates.values():
-            psm.update(info)
-        psm.update_map_end_offset(self.log_end_offset)
+        self._update_producers(updates, completed)
         self._maybe_flush()
         return LogAppendInfo(first_offset, last_offset, max_ts, offset_of_max_ts, -1, self.log_start_offset,
                              num_messages, total)
+
+    def _update_producers(self, updates: dict[int, ProducerAppendInfo], completed: list[CompletedTxn]) -> None:
+        """After the write, as Kafka: producer entries, then the completed transactions (aborts
+        indexed in the segment the batches went to)."""
+        psm = self.producer_state
+        for info in updates.values():
+            psm.update(info)
+        if completed and complete_txns(psm, self.segments[-1], completed):
+            self._dir_dirty = True
+        psm.update_map_end_offset(self.log_end_offset)
 
     def _check_sizes(self, buf, batches: Sequence[tuple[int, BatchHeader]], check_message_size: bool = True) -> int:
         last_pos, last_h = batches[-1]
@@ -705,6 +758,7 @@ class Log:
         if self.recovery_point < new_offset:
             self.recovery_point = new_offset
         self.leader_epoch_cache.truncate_from_start(new_offset)
+        self.producer_state.on_log_start_offset_incremented(new_offset)
         return True
 
     def delete_old_segments(self, now_ms: int | None = None) -> int:
@@ -757,6 +811,7 @@ class Log:
                 self.log_start_offset = new_start
                 self.recovery_point = max(self.recovery_point, new_start)
                 self.leader_epoch_cache.truncate_from_start(new_start)
+                self.producer_state.on_log_start_offset_incremented(new_start)
             removed = self.segments[:k]
             del self.segments[:k]
             del self._bases[:k]
@@ -795,6 +850,7 @@ class Log:
         self._rebuild_producer_state()
         if self.high_watermark >= self.log_end_offset:
             self.high_watermark = self.log_end_offset
+        self.producer_state.on_high_watermark_updated(self.high_watermark)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -843,8 +899,13 @@ class Log:
         thread (group commit); `complete_flush` then moves the recovery point. Only the data files
         are synced: indexes below the recovery point are rebuilt by recovery if they were torn."""
         target = self.log_end_offset
-        plan = FlushPlan(target, [seg.fd for seg in self._segments_to_flush(target)],
-                         self.dir if self._dir_dirty else None)
+        fds = []
+        for seg in self._segments_to_flush(target):
+            fds.append(seg.fd)
+            # Unlike the other indexes, a lost abort entry below the recovery point is never rebuilt.
+            if seg.txn_index.fileno() is not None:
+                fds.append(seg.txn_index.fileno())
+        plan = FlushPlan(target, fds, self.dir if self._dir_dirty else None)
         self._dir_dirty = False
         return plan
 

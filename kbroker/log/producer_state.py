@@ -6,6 +6,11 @@ timestamp, coordinator epoch and the first offset of an ongoing transaction. App
 a `ProducerAppendInfo` per producer (validation against a copy), and the manager commits them
 only after the batches are written, so a failed append leaves the state untouched.
 
+Transactions (KIP-98): a producer's first transactional batch starts its transaction, its
+COMMIT/ABORT marker ends it (a `CompletedTxn`). Like Kafka, the manager keeps the ongoing
+transactions by first offset, and completed ones whose marker the high watermark has not passed
+yet ("unreplicated"): both hold the first unstable offset, hence the last stable offset.
+
 Snapshot files `{offset:020d}.snapshot` use Kafka's format (version 1): version i16, crc u32
 (CRC-32C of everything after it), then an i32-counted array of entries
 (producer_id i64, epoch i16, last_sequence i32, last_offset i64, offset_delta i32, timestamp i64,
@@ -23,12 +28,19 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from kbroker.errors import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
+from kbroker.errors import (
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from kbroker.log._files import write_all
+from kbroker.wire.control import EndTransactionMarker
 from kbroker.wire.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
 __all__ = [
     "BatchMetadata",
+    "CompletedTxn",
     "ProducerStateEntry",
     "ProducerAppendInfo",
     "ProducerStateManager",
@@ -57,6 +69,16 @@ class BatchMetadata:
     first_offset: int
     last_offset: int
     timestamp: int
+
+
+@dataclass(slots=True, frozen=True)
+class CompletedTxn:
+    """A transaction ended by a marker: `last_offset` is the marker's offset (Kafka's CompletedTxn)."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 @dataclass(slots=True)
@@ -121,6 +143,7 @@ class ProducerAppendInfo:
         self.validate = validate
         self._current_epoch = current.producer_epoch if current else NO_PRODUCER_EPOCH
         self.entry = current.copy() if current else ProducerStateEntry(producer_id)
+        self.started_txns: list[int] = []  # first offsets of transactions begun by this append
 
     def append_data_batch(
         self,
@@ -161,26 +184,47 @@ class ProducerAppendInfo:
         entry.last_timestamp = last_timestamp
         if is_transactional and entry.current_txn_first_offset < 0:
             entry.current_txn_first_offset = first_offset
+            self.started_txns.append(first_offset)
 
-    def append_end_txn_marker(self, epoch: int, timestamp: int, coordinator_epoch: int = -1) -> None:
-        """A control batch (commit/abort marker) ends the ongoing transaction."""
+    def append_end_txn_marker(
+        self, marker: EndTransactionMarker, epoch: int, offset: int, timestamp: int
+    ) -> CompletedTxn | None:
+        """A COMMIT/ABORT marker at `offset` ends the ongoing transaction (Kafka's
+        appendEndTxnMarker). Validated appends (the coordinator's WriteTxnMarkers) fail on an older
+        producer epoch (INVALID_PRODUCER_EPOCH) or an older coordinator epoch
+        (TRANSACTION_COORDINATOR_FENCED). A marker without data before it completes nothing."""
         entry = self.entry
-        if self.validate and epoch < entry.producer_epoch:
-            raise InvalidProducerEpochError(
-                f"epoch of producer {self.producer_id} is {epoch}, smaller than the last seen {entry.producer_epoch}"
-            )
+        if self.validate:
+            if epoch < entry.producer_epoch:
+                raise InvalidProducerEpochError(
+                    f"epoch of producer {self.producer_id} at offset {offset} is {epoch}, "
+                    f"which is smaller than the last seen epoch {entry.producer_epoch}"
+                )
+            if entry.coordinator_epoch > marker.coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    f"invalid coordinator epoch for producer {self.producer_id} at offset {offset}: "
+                    f"{marker.coordinator_epoch} (zombie), {entry.coordinator_epoch} (current)"
+                )
+        completed = None
+        if entry.current_txn_first_offset >= 0:
+            completed = CompletedTxn(self.producer_id, entry.current_txn_first_offset, offset, marker.is_abort)
         entry._maybe_update_epoch(epoch)
-        if coordinator_epoch >= 0:
-            entry.coordinator_epoch = coordinator_epoch
-        entry.current_txn_first_offset = -1
+        entry.coordinator_epoch = marker.coordinator_epoch
         entry.last_timestamp = timestamp
+        entry.current_txn_first_offset = -1
+        return completed
 
-    def append_batch(self, header: BatchHeader, first_offset: int | None = None) -> None:
-        """Apply one batch header; `first_offset` overrides header.base_offset (leader appends
-        decide offsets before patching the buffer)."""
+    def append_batch(
+        self, header: BatchHeader, first_offset: int | None = None, marker: EndTransactionMarker | None = None
+    ) -> CompletedTxn | None:
+        """Apply one batch; `first_offset` overrides header.base_offset (leader appends decide
+        offsets before patching the buffer). A control batch needs its decoded `marker`; without
+        one (an emptied control batch, or another control type) it changes nothing, as in Kafka."""
         base = header.base_offset if first_offset is None else first_offset
         if header.is_control:
-            self.append_end_txn_marker(header.producer_epoch, header.max_timestamp)
+            if marker is None:
+                return None
+            return self.append_end_txn_marker(marker, header.producer_epoch, base, header.max_timestamp)
         else:
             self.append_data_batch(
                 header.producer_epoch,
@@ -191,6 +235,7 @@ class ProducerAppendInfo:
                 base + header.last_offset_delta,
                 header.is_transactional,
             )
+            return None
 
 
 class ProducerStateManager:
@@ -199,6 +244,10 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0  # state covers the log up to (excluding) this offset
         self._snapshots: list[int] = sorted(self._list_snapshot_offsets())
+        self.ongoing_txns: dict[int, int] = {}  # first offset -> producer id
+        # Completed transactions whose marker is not below the high watermark yet:
+        # first offset -> (producer id, marker offset). They stay unstable until it passes.
+        self.unreplicated_txns: dict[int, tuple[int, int]] = {}
 
     # --- state ------------------------------------------------------------------------------------
 
@@ -213,24 +262,66 @@ class ProducerStateManager:
 
     def update(self, info: ProducerAppendInfo) -> None:
         self.producers[info.producer_id] = info.entry
+        for first in info.started_txns:
+            self.ongoing_txns[first] = info.producer_id
+        info.started_txns = []
+
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO once `completed` is done (Kafka: computed before `complete_txn`, written into the
+        transaction index): the first offset of the earliest other ongoing transaction, else the
+        offset after the marker."""
+        others = [first for first, pid in self.ongoing_txns.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        if self.ongoing_txns.pop(completed.first_offset, None) is None:
+            raise ValueError(f"attempted to complete transaction {completed}, which was not started")
+        self.unreplicated_txns[completed.first_offset] = (completed.producer_id, completed.last_offset)
+
+    def apply_batch(self, header: BatchHeader, marker: EndTransactionMarker | None = None) -> CompletedTxn | None:
+        """Apply one batch read back from the log (no validation) and return the transaction it
+        completes; the caller indexes an abort, then calls `complete_txn`."""
+        completed = None
+        if header.producer_id >= 0:
+            info = self.prepare_update(header.producer_id, validate=False)
+            completed = info.append_batch(header, marker=marker)
+            self.update(info)
+        self.map_end_offset = header.base_offset + header.last_offset_delta + 1
+        return completed
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        self._remove_unreplicated_txns(high_watermark)
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        self._remove_unreplicated_txns(log_start_offset)
+        if self.map_end_offset < log_start_offset:
+            self.map_end_offset = log_start_offset
+
+    def _remove_unreplicated_txns(self, offset: int) -> None:
+        for first in [f for f, (_pid, last) in self.unreplicated_txns.items() if last < offset]:
+            del self.unreplicated_txns[first]
 
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset
 
-    def replay(self, headers, *, end_offset: int | None = None) -> None:
-        """Apply batch headers read back from the log (no validation)."""
-        for h in headers:
+    def replay(self, batches, *, end_offset: int | None = None) -> None:
+        """Apply (header, marker or None) pairs read back from the log (no validation)."""
+        for h, marker in batches:
             if end_offset is not None and h.base_offset >= end_offset:
                 break
-            if h.producer_id >= 0:
-                info = self.prepare_update(h.producer_id, validate=False)
-                info.append_batch(h)
-                self.update(info)
-            self.map_end_offset = h.base_offset + h.last_offset_delta + 1
+            completed = self.apply_batch(h, marker)
+            if completed is not None:
+                self.complete_txn(completed)
 
     def first_unstable_offset(self) -> int | None:
-        offsets = [e.current_txn_first_offset for e in self.producers.values() if e.current_txn_first_offset >= 0]
-        return min(offsets) if offsets else None
+        """The first offset of the earliest ongoing or unreplicated transaction (Kafka's
+        firstUnstableOffset), None when there is none."""
+        firsts = list(self.ongoing_txns) + list(self.unreplicated_txns)
+        return min(firsts) if firsts else None
+
+    def first_undecided_offset(self) -> int | None:
+        """The first offset of the earliest transaction without a marker."""
+        return min(self.ongoing_txns) if self.ongoing_txns else None
 
     def remove_expired_producers(self, now_ms: int, expiration_ms: int) -> int:
         """Kafka's producer.id.expiration.ms: forget idle producers without an ongoing transaction."""
@@ -245,6 +336,14 @@ class ProducerStateManager:
 
     def clear(self) -> None:
         self.producers.clear()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
+
+    def _load_entries(self, entries: dict[int, ProducerStateEntry]) -> None:
+        self.producers = entries
+        self.ongoing_txns = {
+            e.current_txn_first_offset: pid for pid, e in entries.items() if e.current_txn_first_offset >= 0
+        }
 
     # --- snapshots --------------------------------------------------------------------------------
 
@@ -339,17 +438,33 @@ class ProducerStateManager:
         for off in list(self._snapshots):
             if off > log_end_offset or off < log_start_offset:
                 self.delete_snapshot(off)
-        self.producers.clear()
+        self.clear()
         self.map_end_offset = log_start_offset
         while self._snapshots:
             off = self._snapshots[-1]
             try:
-                self.producers = self.read_snapshot(self.snapshot_path(off))
+                self._load_entries(self.read_snapshot(self.snapshot_path(off)))
             except (OSError, ValueError, struct.error):
                 self.delete_snapshot(off)
                 continue
             self.map_end_offset = off
             break
+
+    def load_state_at_or_below(self, offset: int, log_start_offset: int) -> None:
+        """Load the newest readable snapshot in [log_start_offset, offset] without deleting any
+        (recovery of a segment's transaction index replays from there); the log start without one."""
+        self.clear()
+        self.map_end_offset = log_start_offset
+        for off in reversed(self._snapshots):
+            if off > offset or off < log_start_offset:
+                continue
+            try:
+                self._load_entries(self.read_snapshot(self.snapshot_path(off)))
+            except (OSError, ValueError, struct.error):
+                self.clear()
+                continue
+            self.map_end_offset = off
+            return
 
     def delete_snapshot(self, offset: int) -> None:
         self.snapshot_path(offset).unlink(missing_ok=True)

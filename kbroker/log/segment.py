@@ -1,4 +1,5 @@
-"""LogSegment: one `{base_offset:020d}.log` file with its `.index` and `.timeindex` (Kafka's LogSegment).
+"""LogSegment: one `{base_offset:020d}.log` file with its `.index`, `.timeindex` and `.txnindex`
+(Kafka's LogSegment).
 
 The log file is held open on one fd (O_APPEND) for the segment's life: appends are os.write of
 already-framed batches, reads are os.pread or returned as file ranges for sendfile. Offsets in a
@@ -19,6 +20,7 @@ from kbroker.log._files import pread_exact, pread_upto, write_all
 from kbroker.log.offset_index import OffsetIndex
 from kbroker.log.records_view import FetchDataInfo, FileRecords
 from kbroker.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
+from kbroker.log.txn_index import TransactionIndex, txn_index_file_name
 from kbroker.wire.records import (
     BATCH_HEADER_SIZE,
     LOG_OVERHEAD,
@@ -97,6 +99,8 @@ class LogSegment:
         self.time_index = TimeIndex(
             self.dir / (time_index_file_name(base_offset) + file_suffix), base_offset, max_index_size
         )
+        # Created on its first entry, as in Kafka: a missing file is an empty index.
+        self.txn_index = TransactionIndex(self.dir / (txn_index_file_name(base_offset) + file_suffix), base_offset)
         # Kafka creates both index files with the segment and treats a missing one as damage.
         self._indexes_existed = self.offset_index.path.exists() and self.time_index.path.exists()
         for path in (self.offset_index.path, self.time_index.path):
@@ -362,12 +366,14 @@ class LogSegment:
     def recover(self, allow_offset_gaps: bool = False) -> int:
         """Rebuild both indexes from the log, keeping the longest valid prefix of batches (size,
         CRC, magic, offsets contiguous from base_offset and storable relative to it); truncate the
-        rest. Returns the number of bytes truncated.
+        rest. Returns the number of bytes truncated. The transaction index is emptied: it needs
+        the producer state, so the log rebuilds it (Kafka's recover does it here, given that state).
 
         With `allow_offset_gaps` (a compacted log) offsets need only increase: the cleaner removes
         records, so a batch may start past the previous one's end or the segment's base offset."""
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         file_size = os.fstat(self.fd).st_size
         valid = 0
         last_index_entry = 0
@@ -439,6 +445,7 @@ class LogSegment:
         mapping = self.translate_offset(offset)
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         truncated = 0
         if mapping is not None:
             truncated = self._size - mapping.position
@@ -457,6 +464,7 @@ class LogSegment:
         os.fsync(self.fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def on_become_inactive(self) -> None:
         """At roll: write the final time-index entry (Kafka does too) and drop index write fds."""
@@ -479,6 +487,7 @@ class LogSegment:
         self.closed = True
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         os.close(self.fd)
 
     def rename_to_deleted(self) -> None:
@@ -491,11 +500,12 @@ class LogSegment:
         self.time_index.close_writer()
         self.offset_index.rename(self.offset_index.path.with_name(self.offset_index.path.name + DELETED_SUFFIX))
         self.time_index.rename(self.time_index.path.with_name(self.time_index.path.name + DELETED_SUFFIX))
+        self.txn_index.rename(self.txn_index.path.with_name(self.txn_index.path.name + DELETED_SUFFIX))
 
     def change_file_suffixes(self, old: str, new: str) -> None:
-        """Rename the segment's three files from suffix `old` to `new` (Kafka's cleaned -> swap ->
-        live steps); open fds are unaffected."""
-        for index in (self.offset_index, self.time_index):
+        """Rename the segment's files from suffix `old` to `new` (Kafka's cleaned -> swap -> live
+        steps); open fds are unaffected."""
+        for index in (self.offset_index, self.time_index, self.txn_index):
             name = index.path.name
             if name.endswith(old):
                 index.rename(index.path.with_name(name[: len(name) - len(old)] + new))
@@ -511,8 +521,9 @@ class LogSegment:
         self.log_path = self.dir / self.log_path.name
         self.offset_index.path = self.dir / self.offset_index.path.name
         self.time_index.path = self.dir / self.time_index.path.name
+        self.txn_index.path = self.dir / self.txn_index.path.name
 
     def delete(self) -> None:
         self.close_handlers()
-        for p in (self.log_path, self.offset_index.path, self.time_index.path):
+        for p in (self.log_path, self.offset_index.path, self.time_index.path, self.txn_index.path):
             p.unlink(missing_ok=True)

@@ -72,9 +72,8 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        first_open = self.log.producer_state.first_unstable_offset()
-        hw = self.high_watermark
-        return hw if first_open is None else min(hw, first_open)
+        """The log's LSO (Kafka's UnifiedLog.lastStableOffset): read_committed reads stop there."""
+        return self.log.last_stable_offset
 
     @property
     def maximal_isr(self) -> list[int]:

@@ -451,6 +451,10 @@ def test_control_batch_ends_transaction(tmp_path):
     marker = bytearray(build_batch([Record(0, 5, b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")],
                                    producer_id=4, producer_epoch=0, is_control=True, is_transactional=True))
     log.append_as_leader(marker, validate_batches(marker, from_client=False), leader_epoch=0)
+    assert log.producer_state.first_undecided_offset() is None
+    # As in Kafka the transaction stays unstable until the high watermark passes its marker.
+    assert log.producer_state.first_unstable_offset() == 0
+    log.update_high_watermark(3)
     assert log.producer_state.first_unstable_offset() is None
     assert parse_batch_header(log.read(2, 1000).read_bytes()).is_control
 

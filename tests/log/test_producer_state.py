@@ -6,20 +6,27 @@ import pytest
 
 from kbroker.errors import InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError
 from kbroker.log.producer_state import ProducerStateManager, snapshot_file_name
+from kbroker.wire.control import COMMIT, EndTransactionMarker, build_end_txn_marker_batch
 from kbroker.wire.records import Record, build_batch, parse_batch_header
 
 
 def header(pid=1, epoch=0, seq=0, n=1, txn=False, control=False, base_offset=0, ts=100):
+    if control:  # a COMMIT marker
+        data = build_end_txn_marker_batch(EndTransactionMarker(COMMIT, 0), producer_id=pid, producer_epoch=epoch,
+                                          timestamp=ts, base_offset=base_offset)
+        return parse_batch_header(data)
     data = build_batch([Record(base_offset + i, ts, None, b"v") for i in range(n)], base_offset=base_offset,
-                       producer_id=pid, producer_epoch=epoch, base_sequence=-1 if control else seq,
-                       is_transactional=txn or control, is_control=control)
+                       producer_id=pid, producer_epoch=epoch, base_sequence=seq, is_transactional=txn)
     return parse_batch_header(data)
 
 
-def apply(psm, h, first_offset, validate=True):
+def apply(psm, h, first_offset, validate=True, marker=EndTransactionMarker(COMMIT, 0)):
     info = psm.prepare_update(h.producer_id, validate=validate)
-    info.append_batch(h, first_offset)
+    completed = info.append_batch(h, first_offset, marker if h.is_control else None)
     psm.update(info)
+    if completed is not None:
+        psm.complete_txn(completed)
+        psm.on_high_watermark_updated(completed.last_offset + 1)
     return info
 
 
