@@ -21,6 +21,7 @@ from kbroker.errors import ErrorCode, KafkaError
 from kbroker.group.coordinator import partition_for as group_partition_for
 from kbroker.txn.log_format import UnknownRecordTypeError, decode_key, decode_value
 from kbroker.txn.metadata import (
+    MAX_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     TopicPartition,
@@ -177,6 +178,9 @@ def _init_transit(
     if md.state in (S.PREPARE_ABORT, S.PREPARE_COMMIT):
         return _error(E.concurrent_transactions)
     if md.state is S.ONGOING:
+        if md.producer_epoch == MAX_EPOCH:
+            # only after a failed fence from epoch 32766; Kafka's fence throws, answered as this
+            return _error(E.unknown_server_error)
         # abort it under a bumped epoch first; the client retries and bumps again (or rotates)
         return _fence_and_abort(md, now_ms, answer=E.concurrent_transactions)
     if md.state in (S.EMPTY, S.COMPLETE_ABORT, S.COMPLETE_COMMIT):
@@ -186,6 +190,10 @@ def _init_transit(
             except KafkaError as exc:
                 return _error(exc.code)
             pending, transit = md.prepare_producer_id_rotation(new_id, txn_timeout_ms, now_ms, expected is not None)
+        elif md.is_producer_epoch_exhausted:
+            # an exhausted epoch and another expected one (a stale producer): Kafka's
+            # prepareIncrementProducerEpoch throws, which its handler answers as this
+            return _error(E.unknown_server_error)
         else:
             prepared = md.prepare_increment_producer_epoch(
                 txn_timeout_ms, None if expected is None else expected[1], now_ms
@@ -409,6 +417,8 @@ def abort_timed_out(current: TransactionMetadata | None, producer_id: int, *, no
         return None
     if current.state is not S.ONGOING:
         return None  # completed between the scan and now (Kafka's endTransaction would refuse it)
+    if current.producer_epoch == MAX_EPOCH:
+        return None  # Kafka's fence throws here and the scan moves on
     return _fence_and_abort(current, now_ms, answer=E.none)
 
 
