@@ -240,3 +240,40 @@ def _prefix_script(script, end):
         out.append((pid, op, n))
         offset += size
     return out
+
+
+def test_index_goes_with_its_segment(tmp_path):
+    log = open_log(tmp_path)
+    a = Producer(1)
+    a.data(log)
+    a.marker(log, ABORT)
+    first = log.segments[0].txn_index.path
+    assert first.exists()
+    while len(log.segments) < 3:
+        a.data(log, 4, txn=False)
+    hw_to_end(log)
+    log.maybe_increment_log_start_offset(log.segments[1].base_offset)
+    log.delete_old_segments()
+    assert not first.exists()
+    assert not list((tmp_path / "topic-0").glob("*.deleted"))
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == []
+
+
+def test_cleaner_keeps_aborted_transactions(tmp_path):
+    from kbroker.log.cleaner import Cleaner, LogToClean
+
+    cfg = SMALL.with_(cleanup_policy="compact", segment_bytes=400)
+    log = Log.open(tmp_path / "t-0", cfg, now_ms=Clock())
+    a, other = Producer(1), Producer(2)
+    a.data(log)  # 0-1
+    a.marker(log, ABORT)  # 2
+    while len(log.segments) < 4:
+        other.data(log, 3, txn=False)
+    hw_to_end(log)
+    before = log.collect_aborted_transactions(0, log.log_end_offset)
+    assert before == [(1, 0)]
+    Cleaner().clean(LogToClean.of(log, None, 10**9), 10**9)
+    assert log.collect_aborted_transactions(0, log.log_end_offset) == before
+    log.close()
+    again = Log.open(tmp_path / "t-0", cfg, now_ms=Clock(), cleaned=True, high_watermark=10**6)
+    assert again.collect_aborted_transactions(0, again.log_end_offset) == before
