@@ -27,6 +27,8 @@ def _views(cluster, topic):
 
 def test_every_broker_reports_the_same_metadata(cluster):
     ck.create_topic(cluster, "same", 6, 3)
+    # UpdateMetadata reaches the brokers one after the other: each must show all 6 partitions
+    ck.wait_for(lambda: all(len(v) == 6 for v in _views(cluster, "same").values()), 10, "every broker to list 6")
     views = _views(cluster, "same")
     first = views[1]
     assert len(first) == 6 and all(v == first for v in views.values()), views

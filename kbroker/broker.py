@@ -117,9 +117,9 @@ class Broker:
     def delete_stray_logs(self) -> int:
         """After a full UpdateMetadata: logs this broker holds that the cluster no longer places
         here go — a topic deleted, or a replica moved away, while this broker was down or cut off
-        (the StopReplica meant for it was lost with its session), as KRaft's stray replica
-        detection does. A partition LeaderAndIsr made a replica here, or a retired one (a
-        decrease; the UpdateMetadata no longer lists it), stays."""
+        (the StopReplica meant for it was lost with its session, even after a LeaderAndIsr had
+        made it a replica here), as KRaft's stray replica detection does. A retired partition (a
+        decrease; the UpdateMetadata no longer lists it) stays."""
         topics = self.metadata.topics()
 
         def placed_here(tp: TopicPartition) -> bool:
@@ -130,11 +130,10 @@ class Broker:
                 return True
             return tp.partition < info.num_partitions and self.node_id in info.assignment[tp.partition]
 
-        stray = [tp for tp in list(self.log_manager.logs)
-                 if tp not in self.replica_manager.partitions and not placed_here(tp)]
+        stray = [tp for tp in list(self.log_manager.logs) if not placed_here(tp)]
         for tp in stray:
-            logger.info("deleting the stray log of %s: the cluster no longer places it on broker %d", tp, self.node_id)
-            self.log_manager.delete_log(tp)
+            logger.info("deleting the stray replica of %s: the cluster no longer places it on broker %d", tp, self.node_id)
+        self.replica_manager.delete_partitions(stray)
         return len(stray)
 
     def _on_leadership(self, tp: TopicPartition, is_leader: bool) -> None:

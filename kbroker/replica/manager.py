@@ -223,6 +223,20 @@ class ReplicaManager:
             self.fetchers.remove_partitions(stopped)
         return errors
 
+    def delete_partitions(self, tps: list[TopicPartition]) -> None:
+        """Stray replicas (a full UpdateMetadata no longer places them here): stopped and deleted,
+        as a StopReplica with deletion would have done had it arrived."""
+        for tp in tps:
+            partition = self.partitions.pop(tp, None)
+            if self.log_manager.get_log(tp) is not None:
+                self.log_manager.delete_log(tp)
+            if partition is not None:
+                for listener in self.leadership_listeners:
+                    listener(tp, False)
+            self._wake(tp)
+        if self.fetchers is not None and tps:
+            self.fetchers.remove_partitions(tps)
+
     # -- ISR changes (the leader side) ------------------------------------------------------------
     def update_follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> None:
         partition = self.partitions.get(tp)
