@@ -41,7 +41,13 @@ def main():
     cooperative = args.strategy == "cooperative-sticky"  # the client exposes no rebalance_protocol()
 
     def report(c):
-        emit(event="assigned", partitions=sorted(tp.partition for tp in c.assignment()))
+        try:
+            assignment = c.assignment()
+        except KafkaException as exc:  # the revoke close() runs: librdkafka is already tearing down
+            if exc.args[0].code() == KafkaError._DESTROY:
+                return
+            raise
+        emit(event="assigned", partitions=sorted(tp.partition for tp in assignment))
 
     def on_assign(c, partitions):
         if cooperative:
