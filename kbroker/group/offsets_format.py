@@ -12,19 +12,15 @@ both through kbroker.wire.records.
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kbroker.wire.primitives import I16, I32, I64, DecodeError, Reader
-from kbroker.wire.records import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    NO_SEQUENCE,
-    Record,
-    build_batch,
-    decode_records,
-    iter_batch_headers,
+from kbroker.wire.internal_records import (
+    build_internal_batch as build_offsets_batch,
+    checked_pack,
+    iter_internal_records as iter_offsets_records,
+    required_string,
+    short_string,
 )
 
 __all__ = [
@@ -103,22 +99,12 @@ class GroupMetadataValue:
 # --- encoding ------------------------------------------------------------------------------------
 
 
-def _pack(fmt: struct.Struct, value: int, name: str) -> bytes:
-    try:
-        return fmt.pack(value)
-    except struct.error:
-        raise ValueError(f"{name} {value} does not fit its field") from None
 
 
-def _str(value: str) -> bytes:
-    raw = value.encode("utf-8")
-    if len(raw) > 0x7FFF:
-        raise ValueError(f"string of {len(raw)} bytes does not fit an int16 length")
-    return I16.pack(len(raw)) + raw
 
 
 def _nullable_str(value: str | None) -> bytes:
-    return I16.pack(-1) if value is None else _str(value)
+    return I16.pack(-1) if value is None else short_string(value)
 
 
 def _bytes(value: bytes) -> bytes:
@@ -128,10 +114,10 @@ def _bytes(value: bytes) -> bytes:
 def encode_key(key: OffsetKey | GroupMetadataKey) -> bytes:
     if isinstance(key, OffsetKey):
         return b"".join((
-            I16.pack(OFFSET_KEY_VERSION), _str(key.group), _str(key.topic), _pack(I32, key.partition, "partition"),
+            I16.pack(OFFSET_KEY_VERSION), short_string(key.group), short_string(key.topic), checked_pack(I32, key.partition, "partition"),
         ))
     if isinstance(key, GroupMetadataKey):
-        return I16.pack(GROUP_METADATA_KEY_VERSION) + _str(key.group)
+        return I16.pack(GROUP_METADATA_KEY_VERSION) + short_string(key.group)
     raise TypeError(f"not a __consumer_offsets key: {key!r}")
 
 
@@ -141,17 +127,17 @@ def encode_offset_value(value: OffsetValue) -> bytes:
     if value.expire_timestamp != -1:
         return b"".join((
             I16.pack(OFFSET_VALUE_VERSION_WITH_EXPIRE),
-            _pack(I64, value.offset, "offset"),
-            _str(value.metadata),
-            _pack(I64, value.commit_timestamp, "commit_timestamp"),
-            _pack(I64, value.expire_timestamp, "expire_timestamp"),
+            checked_pack(I64, value.offset, "offset"),
+            short_string(value.metadata),
+            checked_pack(I64, value.commit_timestamp, "commit_timestamp"),
+            checked_pack(I64, value.expire_timestamp, "expire_timestamp"),
         ))
     return b"".join((
         I16.pack(OFFSET_VALUE_VERSION),
-        _pack(I64, value.offset, "offset"),
-        _pack(I32, value.leader_epoch, "leader_epoch"),
-        _str(value.metadata),
-        _pack(I64, value.commit_timestamp, "commit_timestamp"),
+        checked_pack(I64, value.offset, "offset"),
+        checked_pack(I32, value.leader_epoch, "leader_epoch"),
+        short_string(value.metadata),
+        checked_pack(I64, value.commit_timestamp, "commit_timestamp"),
     ))
 
 
@@ -159,21 +145,21 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
     """Version 3, the version Kafka 3.x writes (static membership: group_instance_id)."""
     parts = [
         I16.pack(GROUP_METADATA_VALUE_VERSION),
-        _str(value.protocol_type),
-        _pack(I32, value.generation, "generation"),
+        short_string(value.protocol_type),
+        checked_pack(I32, value.generation, "generation"),
         _nullable_str(value.protocol),
         _nullable_str(value.leader),
-        _pack(I64, value.current_state_timestamp, "current_state_timestamp"),
+        checked_pack(I64, value.current_state_timestamp, "current_state_timestamp"),
         I32.pack(len(value.members)),
     ]
     for m in value.members:
         parts += (
-            _str(m.member_id),
+            short_string(m.member_id),
             _nullable_str(m.group_instance_id),
-            _str(m.client_id),
-            _str(m.client_host),
-            _pack(I32, m.rebalance_timeout_ms, "rebalance_timeout_ms"),
-            _pack(I32, m.session_timeout_ms, "session_timeout_ms"),
+            short_string(m.client_id),
+            short_string(m.client_host),
+            checked_pack(I32, m.rebalance_timeout_ms, "rebalance_timeout_ms"),
+            checked_pack(I32, m.session_timeout_ms, "session_timeout_ms"),
             _bytes(m.subscription),
             _bytes(m.assignment),
         )
@@ -191,18 +177,8 @@ def _reader(data: bytes | bytearray | memoryview) -> tuple[Reader, int]:
     return r, version
 
 
-def _i64(r: Reader) -> int:
-    r.need(8)
-    (value,) = I64.unpack_from(r.view, r.pos)
-    r.pos += 8
-    return value
 
 
-def _required_str(r: Reader) -> str:
-    value = r.string()
-    if value is None:  # Reader.string already refuses a null here; this narrows the type
-        raise DecodeError("null string in a non-nullable field")
-    return value
 
 
 def _required_bytes(r: Reader) -> bytes:
@@ -224,9 +200,9 @@ def decode_key(data: bytes | bytearray | memoryview) -> OffsetKey | GroupMetadat
     r = Reader(data, 0, False)
     version = r.i16()
     if version in (0, 1):
-        key: OffsetKey | GroupMetadataKey = OffsetKey(_required_str(r), _required_str(r), r.i32())
+        key: OffsetKey | GroupMetadataKey = OffsetKey(required_string(r), required_string(r), r.i32())
     elif version == GROUP_METADATA_KEY_VERSION:
-        key = GroupMetadataKey(_required_str(r))
+        key = GroupMetadataKey(required_string(r))
     else:
         raise UnknownRecordTypeError(f"unknown __consumer_offsets key version {version}")
     if not r.at_end():
@@ -241,11 +217,11 @@ def decode_offset_value(data: bytes | bytearray | memoryview | None) -> OffsetVa
     r, version = _reader(data)
     if not 0 <= version <= MAX_VALUE_VERSION:
         raise DecodeError(f"unknown offset commit value version {version}")
-    offset = _i64(r)
+    offset = r.i64()
     leader_epoch = r.i32() if version >= 3 else -1
-    metadata = _required_str(r)
-    commit_timestamp = _i64(r)
-    expire_timestamp = _i64(r) if version == 1 else -1
+    metadata = required_string(r)
+    commit_timestamp = r.i64()
+    expire_timestamp = r.i64() if version == 1 else -1
     _finish(r, "the offset commit value")
     return OffsetValue(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp)
 
@@ -258,11 +234,11 @@ def decode_group_metadata_value(data: bytes | bytearray | memoryview | None) -> 
     r, version = _reader(data)
     if not 0 <= version <= MAX_VALUE_VERSION:
         raise DecodeError(f"unknown group metadata value version {version}")
-    protocol_type = _required_str(r)
+    protocol_type = required_string(r)
     generation = r.i32()
     protocol = r.string(nullable=True)
     leader = r.string(nullable=True)
-    current_state_timestamp = _i64(r) if version >= 2 else -1
+    current_state_timestamp = r.i64() if version >= 2 else -1
     n = r.uvarint() - 1 if r.flexible else r.i32()
     if n < 0:
         raise DecodeError("null or negative members array")
@@ -272,10 +248,10 @@ def decode_group_metadata_value(data: bytes | bytearray | memoryview | None) -> 
         raise DecodeError(f"members array of {n} cannot fit in {len(r.view) - r.pos} bytes")
     members = []
     for _ in range(n):
-        member_id = _required_str(r)
+        member_id = required_string(r)
         group_instance_id = r.string(nullable=True) if version >= 3 else None
-        client_id = _required_str(r)
-        client_host = _required_str(r)
+        client_id = required_string(r)
+        client_host = required_string(r)
         rebalance_timeout = r.i32() if version >= 1 else None
         session_timeout = r.i32()
         subscription = _required_bytes(r)
@@ -288,30 +264,3 @@ def decode_group_metadata_value(data: bytes | bytearray | memoryview | None) -> 
         ))
     _finish(r, "the group metadata value")
     return GroupMetadataValue(protocol_type, generation, protocol, leader, current_state_timestamp, tuple(members))
-
-
-# --- record batches ------------------------------------------------------------------------------
-
-
-def build_offsets_batch(entries: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
-    """One uncompressed v2 batch of `(key, value)` records (value None = tombstone), offsets from 0
-    for the log to rebase, no producer id: what Kafka's coordinator appends for a commit or a
-    group change (all of a commit's partitions land in one batch, so they become visible together)."""
-    return build_batch(
-        (Record(i, timestamp_ms, key, value) for i, (key, value) in enumerate(entries)),
-        producer_id=NO_PRODUCER_ID,
-        producer_epoch=NO_PRODUCER_EPOCH,
-        base_sequence=NO_SEQUENCE,
-    )
-
-
-def iter_offsets_records(batch_bytes: bytes | bytearray | memoryview) -> Iterator[tuple[int, bytes | None, bytes | None]]:
-    """Yield `(offset, key, value)` for every record of the complete batches in `batch_bytes`, any
-    codec. Control batches (transaction markers) are skipped: they carry no key of this topic's
-    formats. A partial trailing batch is ignored, as a log read may end inside one; a malformed
-    batch raises CorruptRecordError."""
-    for pos, header in iter_batch_headers(batch_bytes):
-        if header.is_control:
-            continue
-        for rec in decode_records(batch_bytes, pos, header):
-            yield rec.offset, rec.key, rec.value

@@ -16,19 +16,16 @@ kbroker.wire.records, as the group coordinator does for `__consumer_offsets`.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kbroker.txn.state import TransactionState
 from kbroker.wire.primitives import I16, I32, I64, DecodeError, Reader, uvarint
-from kbroker.wire.records import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    NO_SEQUENCE,
-    Record,
-    build_batch,
-    decode_records,
-    iter_batch_headers,
+from kbroker.wire.internal_records import (
+    build_internal_batch as build_txn_log_batch,
+    checked_pack,
+    iter_internal_records as iter_txn_log_records,
+    required_string,
 )
 
 __all__ = [
@@ -86,11 +83,6 @@ def group_partitions(partitions: Iterable[tuple[str, int]]) -> PartitionsByTopic
 # --- encoding ------------------------------------------------------------------------------------
 
 
-def _pack(fmt: struct.Struct, value: int, name: str) -> bytes:
-    try:
-        return fmt.pack(value)
-    except struct.error:
-        raise ValueError(f"{name} {value} does not fit its field") from None
 
 
 def _str(value: str, flexible: bool) -> bytes:
@@ -120,20 +112,20 @@ def encode_value(value: TransactionLogValue, version: int = VALUE_VERSION) -> by
     partitions = None if value.state is TransactionState.EMPTY else (value.partitions or ())
     parts = [
         I16.pack(version),
-        _pack(I64, value.producer_id, "producer_id"),
-        _pack(I16, value.producer_epoch, "producer_epoch"),
-        _pack(I32, value.transaction_timeout_ms, "transaction_timeout_ms"),
+        checked_pack(I64, value.producer_id, "producer_id"),
+        checked_pack(I16, value.producer_epoch, "producer_epoch"),
+        checked_pack(I32, value.transaction_timeout_ms, "transaction_timeout_ms"),
         I8.pack(value.state.value),
         _len(None if partitions is None else len(partitions), flexible),
     ]
     for topic, ids in partitions or ():
         parts += (_str(topic, flexible), _len(len(ids), flexible))
-        parts += (_pack(I32, p, "partition") for p in ids)
+        parts += (checked_pack(I32, p, "partition") for p in ids)
         if flexible:
             parts.append(b"\x00")  # the PartitionsSchema entry's tagged fields
     parts += (
-        _pack(I64, value.last_update_timestamp_ms, "last_update_timestamp_ms"),
-        _pack(I64, value.start_timestamp_ms, "start_timestamp_ms"),
+        checked_pack(I64, value.last_update_timestamp_ms, "last_update_timestamp_ms"),
+        checked_pack(I64, value.start_timestamp_ms, "start_timestamp_ms"),
     )
     if flexible:
         parts.append(b"\x00")
@@ -143,25 +135,10 @@ def encode_value(value: TransactionLogValue, version: int = VALUE_VERSION) -> by
 # --- decoding ------------------------------------------------------------------------------------
 
 
-def _i8(r: Reader) -> int:
-    r.need(1)
-    (value,) = I8.unpack_from(r.view, r.pos)
-    r.pos += 1
-    return value
 
 
-def _i64(r: Reader) -> int:
-    r.need(8)
-    (value,) = I64.unpack_from(r.view, r.pos)
-    r.pos += 8
-    return value
 
 
-def _required_str(r: Reader) -> str:
-    value = r.string()
-    if value is None:  # Reader.string already refuses a null here; this narrows the type
-        raise DecodeError("null string in a non-nullable field")
-    return value
 
 
 def _count(r: Reader, nullable: bool) -> int | None:
@@ -181,7 +158,7 @@ def decode_key(data: bytes | bytearray | memoryview) -> str:
     version = r.i16()
     if version != KEY_VERSION:
         raise UnknownRecordTypeError(f"unknown __transaction_state key version {version}")
-    transactional_id = _required_str(r)
+    transactional_id = required_string(r)
     if not r.at_end():
         raise DecodeError(f"{len(r.view) - r.pos} trailing bytes after the key")
     return transactional_id
@@ -196,10 +173,10 @@ def decode_value(data: bytes | bytearray | memoryview | None) -> TransactionLogV
     if version not in (VALUE_VERSION, FLEXIBLE_VALUE_VERSION):
         raise DecodeError(f"unknown transaction log value version {version}")
     r.flexible = version >= FLEXIBLE_VALUE_VERSION
-    producer_id = _i64(r)
+    producer_id = r.i64()
     producer_epoch = r.i16()
     timeout_ms = r.i32()
-    status = _i8(r)
+    status = r.i8()
     try:
         state = TransactionState(status)
     except ValueError:
@@ -209,7 +186,7 @@ def decode_value(data: bytes | bytearray | memoryview | None) -> TransactionLogV
     if n is not None:
         entries = []
         for _ in range(n):
-            topic = _required_str(r)
+            topic = required_string(r)
             m = _count(r, nullable=False) or 0
             r.need(4 * m)
             ids = struct.unpack_from(f">{m}i", r.view, r.pos)
@@ -217,36 +194,10 @@ def decode_value(data: bytes | bytearray | memoryview | None) -> TransactionLogV
             r.skip_tags()
             entries.append((topic, tuple(ids)))
         partitions = tuple(entries)
-    last_update = _i64(r)
-    start = _i64(r)
+    last_update = r.i64()
+    start = r.i64()
     r.skip_tags()
     if not r.at_end():
         # KIP-915: Kafka adds tagged fields, never fields in place, so trailing bytes mean corruption
         raise DecodeError(f"{len(r.view) - r.pos} trailing bytes after the transaction log value")
     return TransactionLogValue(producer_id, producer_epoch, timeout_ms, state, partitions, last_update, start)
-
-
-# --- record batches ------------------------------------------------------------------------------
-
-
-def build_txn_log_batch(entries: list[tuple[bytes, bytes | None]], timestamp_ms: int) -> bytes:
-    """One uncompressed v2 batch of `(key, value)` records (None = tombstone), offsets from 0 for the
-    log to rebase, no producer id: what Kafka's coordinator appends (compression is forced off)."""
-    return build_batch(
-        (Record(i, timestamp_ms, key, value) for i, (key, value) in enumerate(entries)),
-        producer_id=NO_PRODUCER_ID,
-        producer_epoch=NO_PRODUCER_EPOCH,
-        base_sequence=NO_SEQUENCE,
-    )
-
-
-def iter_txn_log_records(
-    batch_bytes: bytes | bytearray | memoryview,
-) -> Iterator[tuple[int, bytes | None, bytes | None]]:
-    """Yield `(offset, key, value)` for every record of the complete batches, skipping control
-    batches; a partial trailing batch is ignored, a malformed one raises CorruptRecordError."""
-    for pos, header in iter_batch_headers(batch_bytes):
-        if header.is_control:
-            continue
-        for rec in decode_records(batch_bytes, pos, header):
-            yield rec.offset, rec.key, rec.value

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 
+I8 = struct.Struct(">b")
 I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
 I64 = struct.Struct(">q")
@@ -83,6 +84,18 @@ class Reader:
         self.need(4)
         (value,) = I32.unpack_from(self.view, self.pos)
         self.pos += 4
+        return value
+
+    def i8(self) -> int:
+        self.need(1)
+        (value,) = I8.unpack_from(self.view, self.pos)
+        self.pos += 1
+        return value
+
+    def i64(self) -> int:
+        self.need(8)
+        (value,) = I64.unpack_from(self.view, self.pos)
+        self.pos += 8
         return value
 
     def uvarint(self) -> int:
