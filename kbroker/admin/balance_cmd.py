@@ -38,13 +38,6 @@ def add_balance_commands(csub: Any, common) -> None:
     e.add_argument("--partition", type=int, help="only this partition of --topic")
 
 
-def _state(admin: AdminClient):
-    brokers, topics = admin.describe_topics(None)
-    replicas = {(t.name, p.partition): tuple(p.replicas) for t in topics for p in t.partitions}
-    leaders = {(t.name, p.partition): p.leader for t in topics for p in t.partitions}
-    return brokers, replicas, leaders
-
-
 def _counts_line(replicas, leaders, brokers) -> str:
     r, _ = counts(replicas, brokers)
     led = {b: sum(1 for leader in leaders.values() if leader == b) for b in brokers}
@@ -52,7 +45,7 @@ def _counts_line(replicas, leaders, brokers) -> str:
 
 
 def rebalance(admin: AdminClient, args: argparse.Namespace) -> int:
-    brokers, replicas, leaders = _state(admin)
+    brokers, replicas, leaders = admin.placement()
     moving = set(admin.list_partition_reassignments())
     settled = {tp: r for tp, r in replicas.items() if tp not in moving}
     plan = balanced_assignment(settled, {b: info.rack for b, info in brokers.items()})
@@ -83,7 +76,7 @@ def rebalance(admin: AdminClient, args: argparse.Namespace) -> int:
         if not _wait_for_moves(admin, plan, args.wait):
             return 1
     elected = _elect_preferred(admin)
-    brokers, replicas, leaders = _state(admin)
+    brokers, replicas, leaders = admin.placement()
     print(f"Done ({elected} leaderships moved to their preferred replica). "
           f"Now: {_counts_line(replicas, leaders, brokers)}")
     return 0
@@ -93,7 +86,7 @@ def _wait_for_moves(admin: AdminClient, plan: dict, wait_s: float) -> bool:
     deadline = time.monotonic() + wait_s
     while True:
         in_progress = set(admin.list_partition_reassignments(list(plan)))
-        _, replicas, _ = _state(admin)
+        _, replicas, _ = admin.placement()
         done = sum(1 for tp, target in plan.items() if tp not in in_progress and list(replicas.get(tp, ())) == target)
         if done == len(plan):
             return True
@@ -106,7 +99,7 @@ def _wait_for_moves(admin: AdminClient, plan: dict, wait_s: float) -> bool:
 
 
 def _elect_preferred(admin: AdminClient) -> int:
-    _, replicas, leaders = _state(admin)
+    _, replicas, leaders = admin.placement()
     off = [tp for tp, r in replicas.items() if r and leaders.get(tp) != r[0]]
     if not off:
         return 0
@@ -119,7 +112,7 @@ def elect_leaders(admin: AdminClient, args: argparse.Namespace) -> int:
         return 2
     partitions = None
     if args.topic:
-        _, replicas, _ = _state(admin)
+        _, replicas, _ = admin.placement()
         partitions = [tp for tp in replicas if tp[0] == args.topic and args.partition in (None, tp[1])]
         if not partitions:
             print(f"Error: no such partition: {args.topic}"

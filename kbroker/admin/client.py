@@ -274,6 +274,13 @@ class AdminClient:
             out.append(TopicState(t.name, kafka_uuid(topic_id), bool(t.is_internal), tuple(partitions)))
         return brokers, sorted(out)
 
+    def placement(self) -> tuple[dict[int, Broker], dict[tuple[str, int], tuple[int, ...]], dict[tuple[str, int], int]]:
+        """(live brokers, replicas and leader of every partition of the cluster), from Metadata."""
+        brokers, topics = self.describe_topics(None)
+        replicas = {(t.name, p.partition): tuple(p.replicas) for t in topics for p in t.partitions}
+        leaders = {(t.name, p.partition): p.leader for t in topics for p in t.partitions}
+        return brokers, replicas, leaders
+
     def _controller_call(self, api_key: int, data: dict[str, Any], codes_of) -> Any:
         """Call the controller Metadata names (any broker when it names none we know), as Kafka's
         admin client sends topic changes; NOT_CONTROLLER looks it up again until the timeout."""

@@ -61,15 +61,8 @@ def run_cluster(args: argparse.Namespace) -> int:
         return 1
 
 
-def _hosted(admin: AdminClient) -> tuple[dict, dict[tuple[str, int], tuple[int, ...]], dict[tuple[str, int], int]]:
-    brokers, topics = admin.describe_topics(None)
-    replicas = {(t.name, p.partition): tuple(p.replicas) for t in topics for p in t.partitions}
-    leaders = {(t.name, p.partition): p.leader for t in topics for p in t.partitions}
-    return brokers, replicas, leaders
-
-
 def decommission(admin: AdminClient, broker_id: int, wait_s: float) -> int:
-    brokers, replicas, _ = _hosted(admin)
+    brokers, replicas, _ = admin.placement()
     others = {b: info.rack for b, info in brokers.items() if b != broker_id}
     on_it = {tp for tp, r in replicas.items() if broker_id in r}
     targets = restore_targets({tp: replicas[tp] for tp in on_it}, {broker_id}, others)
@@ -87,7 +80,7 @@ def decommission(admin: AdminClient, broker_id: int, wait_s: float) -> int:
         print(f"Moving {len(targets)} replicas off broker {broker_id}.", flush=True)
     deadline = time.monotonic() + wait_s
     while True:
-        _, replicas, leaders = _hosted(admin)
+        _, replicas, leaders = admin.placement()
         left = sum(1 for r in replicas.values() if broker_id in r)
         led = sum(1 for leader in leaders.values() if leader == broker_id)
         if not left and not led:

@@ -415,9 +415,16 @@ class ClusterMetadataStore:
             pass
         return info or TopicInfo(name, uuid.UUID(int=0), [], {})
 
-    async def add_partitions(self, name: str, new_assignment: list[list[int]]) -> TopicInfo:
+    async def _read_topic(self, name: str) -> tuple[zk.TopicAssignment, int]:
         data, stat = await self.session.call(self.zk.get, zk.topic_path(name))
-        current = zk.decode_topic(name, data)
+        return zk.decode_topic(name, data), stat.version
+
+    async def _write_topic(self, assignment: zk.TopicAssignment, version: int) -> None:
+        """Conditional on the version read: a concurrent change (the controller's) wins, we fail."""
+        await self.session.call(self.zk.set, zk.topic_path(assignment.topic), zk.encode_topic(assignment), version)
+
+    async def add_partitions(self, name: str, new_assignment: list[list[int]]) -> TopicInfo:
+        current, version = await self._read_topic(name)
         if current.active is not None:
             raise InvalidPartitionsError(
                 f"Topic {name} has partitions {current.active}..{len(current.partitions) - 1} retiring after a "
@@ -425,7 +432,7 @@ class ClusterMetadataStore:
         start = len(current.partitions)
         for i, replicas in enumerate(new_assignment):
             current.partitions[start + i] = list(replicas)
-        await self.session.call(self.zk.set, zk.topic_path(name), zk.encode_topic(current), stat.version)
+        await self._write_topic(current, version)
         info = self._topics.get(name)
         return info or TopicInfo(name, current.topic_id or uuid.UUID(int=0), current.as_list(), {})
 
@@ -433,22 +440,20 @@ class ClusterMetadataStore:
         """A partition decrease: the topic znode says only the first `count` partitions are the
         topic's now; the controller tells every broker to stop advertising (and appending to) the
         rest. Their logs stay, readable, until removed after retention."""
-        data, stat = await self.session.call(self.zk.get, zk.topic_path(name))
-        current = zk.decode_topic(name, data)
+        current, version = await self._read_topic(name)
         if current.active is not None and count > current.active:
             raise InvalidPartitionsError(f"Topic {name} already retired its partitions from {current.active} on")
         current.active = count
-        await self.session.call(self.zk.set, zk.topic_path(name), zk.encode_topic(current), stat.version)
+        await self._write_topic(current, version)
 
     async def mark_removable(self, name: str, partition: int) -> None:
         """A retired partition's leader found it drained and emptied by retention: say so in the
         topic znode (the controller removes the retired partitions once all of them are)."""
-        data, stat = await self.session.call(self.zk.get, zk.topic_path(name))
-        current = zk.decode_topic(name, data)
+        current, version = await self._read_topic(name)
         if not current.is_retiring(partition) or partition in current.removable:
             return
         current.removable = tuple(sorted({*current.removable, partition}))
-        await self.session.call(self.zk.set, zk.topic_path(name), zk.encode_topic(current), stat.version)
+        await self._write_topic(current, version)
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         await self.session.call(self.zk.set, zk.topic_config_path(name), zk.encode_config(configs))

@@ -75,8 +75,7 @@ class PartitionDrains:
                 await trio.sleep(SCAN_INTERVAL_S)
 
     def _to_drain(self) -> list[TopicPartition]:
-        return [tp for tp, partition in list(self.rm.partitions.items())
-                if tp not in self._running and partition.is_leader and self.metadata.is_retired(tp.topic, tp.partition)]
+        return [tp for tp in list(self.rm.partitions) if tp not in self._running and self._still_mine(tp)]
 
     def _still_mine(self, tp: TopicPartition) -> bool:
         partition = self.rm.partitions.get(tp)
