@@ -474,10 +474,12 @@ class AdminClient:
 
     def _group_call(self, group: str, api_key: int, data: dict[str, Any], error_of) -> tuple[Any, Broker]:
         """Call the group's coordinator; `error_of(body)` gives the group-level error code. While
-        the coordinator loads or has moved, look it up again and retry until the timeout."""
+        the coordinator loads, has moved or cannot be reached, look it up again and retry until
+        the timeout."""
         deadline = time.monotonic() + self.timeout
         backoff = 0.05
         while True:
+            coordinator = None
             try:
                 coordinator = self.find_coordinator(group)
                 body = self.connection(coordinator.host, coordinator.port).call(api_key, data)
@@ -486,6 +488,15 @@ class AdminClient:
                 code, body, coordinator = exc.code, None, None
                 if code not in _COORDINATOR_RETRIABLE:
                     raise
+            except AdminError:
+                # a coordinator that just died: its group moves with its __consumer_offsets partition
+                if time.monotonic() + backoff > deadline:
+                    raise
+                # the broken connection: the coordinator's, or the one FindCoordinator went through
+                broken = (coordinator.host, coordinator.port) if coordinator else next(iter(self._connections), None)
+                if broken is not None:
+                    self._drop(*broken)
+                code = ErrorCode.coordinator_not_available
             if code not in _COORDINATOR_RETRIABLE:
                 return body, coordinator
             self._coordinators.pop(group, None)
