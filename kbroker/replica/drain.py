@@ -42,6 +42,7 @@ PRODUCE, OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, LIST_GROUPS = 0, 8, 9, 1
 CHUNK_BYTES = 1024 * 1024
 SCAN_INTERVAL_S = 1.0
 RETRY_S = 0.5
+STALL_REPORT_S = 10.0  # a drain behind its log end that long says why, for the operator
 DRAIN_GROUP_PREFIX = "kbroker-retire-"
 
 
@@ -82,7 +83,7 @@ class PartitionDrains:
         return partition is not None and partition.is_leader and self.metadata.is_retired(tp.topic, tp.partition)
 
     async def _drain(self, tp: TopicPartition) -> None:
-        since = trio.current_time()
+        since = stalled_since = trio.current_time()
         try:
             position = None
             while self._still_mine(tp):
@@ -90,7 +91,16 @@ class PartitionDrains:
                     if position is None:
                         position = await self._start(tp)
                         logger.info("draining retired partition %s from offset %d", tp, position)
+                    before = position
                     position = await self._copy_once(tp, position)
+                    partition = self.rm.partitions.get(tp)
+                    if partition is None or position != before or position >= partition.log_end_offset:
+                        stalled_since = trio.current_time()
+                    elif trio.current_time() - stalled_since > STALL_REPORT_S:
+                        logger.warning("drain of %s has not moved for %.0f s: at %d, high watermark %d, log end %d",
+                                       tp, trio.current_time() - stalled_since, position, partition.high_watermark,
+                                       partition.log_end_offset)
+                        stalled_since = trio.current_time()
                     if self._removable(tp, position, since):
                         await self.metadata.mark_removable(tp.topic, tp.partition)
                         since = float("inf")  # said once; the controller takes it from here
@@ -164,6 +174,7 @@ class PartitionDrains:
                 by_leader.setdefault(state.leader if state is not None else -1, []).append(p)
             for leader, ps in by_leader.items():
                 if leader < 0:
+                    logger.info("drain: no leader known for %s partitions %s; trying again", topic, ps)
                     continue
                 data = [{"index": p, "records": build_batch(
                     [_Copy(i, r.timestamp, r.key, r.value, list(r.headers)) for i, r in enumerate(pending[p])])}
