@@ -180,12 +180,15 @@ class Log(LogLoading, LogRetention):
         *,
         leader_epoch: int,
         now_ms: int | None = None,
+        from_client: bool = True,
     ) -> LogAppendInfo:
         """Append client batches already checked by `validate_batches` (they fill `buf` exactly).
 
         Kafka's rules: a batch above max.message.bytes is MESSAGE_TOO_LARGE, a request above
         segment.bytes RECORD_LIST_TOO_LARGE; producer epoch/sequence validation; a duplicate
-        returns the original offsets without writing. Offsets (from log_end_offset), leader
+        returns the original offsets without writing. A coordinator's append (`from_client`
+        False: transaction markers, transactional offset commits) has its producer epoch checked
+        but no sequence, so no duplicate detection either (Kafka's AppendOrigin.COORDINATOR). Offsets (from log_end_offset), leader
         epoch and LogAppendTime are patched into `buf` in place; then one write.
         """
         if not batches:
@@ -208,7 +211,7 @@ class Log(LogLoading, LogRetention):
             pid = h.producer_id
             if pid >= 0:
                 entry = psm.last_entry(pid)
-                if entry is not None and not h.is_control:
+                if entry is not None and not h.is_control and from_client:
                     dup = entry.find_duplicate_batch(h)
                     if dup is not None:
                         return LogAppendInfo(
@@ -217,7 +220,7 @@ class Log(LogLoading, LogRetention):
                         )
                 info = updates.get(pid)
                 if info is None:
-                    info = updates[pid] = psm.prepare_update(pid, validate=True)
+                    info = updates[pid] = psm.prepare_update(pid, validate=True, check_sequence=from_client)
                 if h.is_control:
                     marker = marker_of(buf, _pos, h)
                     if marker is not None:

@@ -138,9 +138,12 @@ class ProducerAppendInfo:
     Replication and log replay apply batches as they are.
     """
 
-    def __init__(self, producer_id: int, current: ProducerStateEntry | None, *, validate: bool) -> None:
+    def __init__(self, producer_id: int, current: ProducerStateEntry | None, *, validate: bool,
+                 check_sequence: bool = True) -> None:
         self.producer_id = producer_id
         self.validate = validate
+        # the coordinators' own appends (transactional offset commits) carry no client sequence
+        self.check_sequence = check_sequence
         self._current_epoch = current.producer_epoch if current else NO_PRODUCER_EPOCH
         self.entry = current.copy() if current else ProducerStateEntry(producer_id)
         self.started_txns: list[int] = []  # first offsets of transactions begun by this append
@@ -162,7 +165,9 @@ class ProducerAppendInfo:
                     f"epoch of producer {self.producer_id} at offset {first_offset} is {epoch}, "
                     f"which is smaller than the last seen epoch {entry.producer_epoch}"
                 )
-            if epoch != entry.producer_epoch:
+            if not self.check_sequence:
+                pass
+            elif epoch != entry.producer_epoch:
                 if first_seq != 0 and entry.producer_epoch != NO_PRODUCER_EPOCH:
                     raise OutOfOrderSequenceError(
                         f"invalid sequence number for new epoch of producer {self.producer_id} at offset "
@@ -257,8 +262,9 @@ class ProducerStateManager:
     def is_empty(self) -> bool:
         return not self.producers
 
-    def prepare_update(self, producer_id: int, *, validate: bool) -> ProducerAppendInfo:
-        return ProducerAppendInfo(producer_id, self.producers.get(producer_id), validate=validate)
+    def prepare_update(self, producer_id: int, *, validate: bool, check_sequence: bool = True) -> ProducerAppendInfo:
+        return ProducerAppendInfo(producer_id, self.producers.get(producer_id), validate=validate,
+                                  check_sequence=check_sequence)
 
     def update(self, info: ProducerAppendInfo) -> None:
         self.producers[info.producer_id] = info.entry

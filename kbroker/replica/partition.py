@@ -131,13 +131,14 @@ class Partition:
         return changed
 
     # -- appends ------------------------------------------------------------------------------------
-    def append_records_to_leader(self, buf: bytearray, batches: list, required_acks: int):
+    def append_records_to_leader(self, buf: bytearray, batches: list, required_acks: int, *,
+                                 from_client: bool = True):
         if required_acks == -1 and len(self.isr) < self.min_insync_replicas:
             raise NotEnoughReplicasError(
                 f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr requirement of "
                 f"{self.min_insync_replicas} for partition {self.topic_partition}"
             )
-        info = self.log.append_as_leader(buf, batches, leader_epoch=self.leader_epoch)
+        info = self.log.append_as_leader(buf, batches, leader_epoch=self.leader_epoch, from_client=from_client)
         self.maybe_increment_high_watermark()
         if self.followers:
             self._on_new_data(self.topic_partition)  # followers' parked fetches want the new batch
