@@ -39,7 +39,13 @@ from kbroker.metadata.store import (
     validate_topic_name,
 )
 from kbroker.replica.manager import ReplicaManager
+from kbroker.replica.txn_markers import MarkerWrite, write_markers
 from kbroker.metadata.cluster import ClusterMetadataStore
+from kbroker.txn.coordinator import TransactionCoordinator
+from kbroker.txn.coordinator_rules import TransactionConfig, TxnMarkers
+from kbroker.txn.log_format import TRANSACTION_STATE_TOPIC
+from kbroker.txn.markers import TxnMarkerWriter
+from kbroker.txn.state_log import TransactionStateLog
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +105,12 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = GroupCoordinator(_group_config(config), PartitionOffsetsLog(self.replica_manager, now_ms),
                                                   now_ms)
+        self.txn_coordinator = TransactionCoordinator(
+            _txn_config(config),
+            TransactionStateLog(self.replica_manager, now_ms, cluster=self.cluster,
+                                timeout_s=config.get("request.timeout.ms") / 1000),
+            TxnMarkerWriter(self.node_id, self._leader_of, self._write_local_markers),
+            self.producer_ids.next_id, now_ms, cluster=self.cluster)
         if self.cluster:
             self.group_coordinator.owned = set()
             self.replica_manager.leadership_listeners.append(self._on_leadership)
@@ -137,7 +149,15 @@ class Broker:
         return len(stray)
 
     def _on_leadership(self, tp: TopicPartition, is_leader: bool) -> None:
-        """The group coordinator moves with the leadership of `__consumer_offsets` partitions."""
+        """The group coordinator moves with the leadership of `__consumer_offsets` partitions, the
+        transaction coordinator with that of `__transaction_state` partitions."""
+        if tp.topic == TRANSACTION_STATE_TOPIC:
+            partition = self.replica_manager.partitions.get(tp)
+            if is_leader and partition is not None:
+                self.txn_coordinator.become_leader(tp.partition, partition.leader_epoch)
+            else:
+                self.txn_coordinator.resign(tp.partition)
+            return
         if tp.topic != OFFSETS_TOPIC:
             return
         if is_leader:
@@ -165,34 +185,77 @@ class Broker:
         logger.info("loaded %d consumer groups from %s in %.2f s", loaded, OFFSETS_TOPIC, time.monotonic() - started)
 
     async def ensure_offsets_topic(self) -> None:
-        """`__consumer_offsets` is created on first use, as Kafka does, compacted. A cluster with
-        fewer live brokers than `offsets.topic.replication.factor` refuses (COORDINATOR_NOT_AVAILABLE)
-        rather than create it under-replicated for good; the single node uses what it has."""
-        if self.metadata.topic(OFFSETS_TOPIC) is not None:
-            return
+        """`__consumer_offsets` is created on first use, as Kafka does, compacted."""
         c = self.config
+        await self._ensure_internal_topic(
+            OFFSETS_TOPIC, c.get("offsets.topic.num.partitions"), c.get("offsets.topic.replication.factor"),
+            "offsets.topic.replication.factor",
+            {"cleanup.policy": "compact", "segment.bytes": str(c.get("offsets.topic.segment.bytes")),
+             "compression.type": "producer"})
+
+    async def ensure_transaction_state_topic(self) -> None:
+        """`__transaction_state` likewise, on the first FindCoordinator for a transactional id."""
+        c = self.config
+        factor = c.get("transaction.state.log.replication.factor")
+        await self._ensure_internal_topic(
+            TRANSACTION_STATE_TOPIC, c.get("transaction.state.log.num.partitions"), factor,
+            "transaction.state.log.replication.factor",
+            {"cleanup.policy": "compact", "segment.bytes": str(c.get("transaction.state.log.segment.bytes")),
+             "compression.type": "uncompressed", "unclean.leader.election.enable": "false",
+             "min.insync.replicas": str(c.get("transaction.state.log.min.isr"))})
+
+    async def _ensure_internal_topic(self, name: str, partitions: int, factor: int, factor_key: str,
+                                     configs: dict[str, str]) -> None:
+        """A cluster with fewer live brokers than the replication factor refuses
+        (COORDINATOR_NOT_AVAILABLE) rather than create it under-replicated for good; the single
+        node uses what it has. min.insync.replicas never exceeds the replication factor."""
+        if self.metadata.topic(name) is not None:
+            return
         brokers = await self._brokers_for_assignment()
-        factor = c.get("offsets.topic.replication.factor")
         if not self.cluster:
             factor = min(factor, len(brokers))
         elif len(brokers) < factor:
             raise CoordinatorNotAvailableError(
-                f"{OFFSETS_TOPIC} needs {factor} live brokers (offsets.topic.replication.factor); "
-                f"{len(brokers)} are alive")
-        assignment = assign_replicas(brokers, c.get("offsets.topic.num.partitions"), factor)
+                f"{name} needs {factor} live brokers ({factor_key}); {len(brokers)} are alive")
+        if "min.insync.replicas" in configs:
+            configs = {**configs, "min.insync.replicas": str(min(int(configs["min.insync.replicas"]), factor))}
+        assignment = assign_replicas(brokers, partitions, factor)
         try:
-            await _resolved(self.metadata.create_topic(OFFSETS_TOPIC, assignment, {
-                "cleanup.policy": "compact",
-                "segment.bytes": str(c.get("offsets.topic.segment.bytes")),
-                "compression.type": "producer",
-            }))
+            await _resolved(self.metadata.create_topic(name, assignment, configs))
         except TopicAlreadyExistsError:
             return  # another broker created it first
-        logger.info("created %s with %d partitions", OFFSETS_TOPIC, len(assignment))
+        logger.info("created %s with %d partitions", name, len(assignment))
 
     async def group_coordinator_for_request(self) -> GroupCoordinator:
         await self.ensure_offsets_topic()
         return self.group_coordinator
+
+    # -- transactions ---------------------------------------------------------------------------
+    def _leader_of(self, tp: tuple[str, int]) -> int | None:
+        """The leader of a partition a marker goes to; None once its topic is gone."""
+        topic, partition = tp
+        if self.metadata.topic(topic) is None:
+            return None
+        if not self.cluster:
+            return self.node_id
+        state = self.metadata.partition_state(topic, partition)
+        return state.leader if state is not None else -1
+
+    async def write_txn_markers(self, writes: list[MarkerWrite]) -> list[dict[tuple[str, int], ErrorCode]]:
+        return await write_markers(self.replica_manager, writes, now_ms=now_ms(),
+                                   wait_s=self.config.get("request.timeout.ms") / 1000, wait_for_isr=self.cluster,
+                                   on_offsets_marker=self._offsets_marker_written)
+
+    async def _write_local_markers(self, markers: TxnMarkers, tps: list[tuple[str, int]]
+                                   ) -> dict[tuple[str, int], ErrorCode]:
+        write = MarkerWrite(markers.producer_id, markers.producer_epoch, markers.coordinator_epoch, markers.commit,
+                            tuple(tps))
+        return (await self.write_txn_markers([write]))[0]
+
+    def _offsets_marker_written(self, partition: int, producer_id: int, commit: bool) -> None:
+        complete = getattr(self.group_coordinator, "complete_transaction", None)
+        if complete is not None:
+            complete(partition, producer_id, commit)
 
     # -- topic operations (validated here, applied through the metadata store) ---------------
     async def _brokers_for_assignment(self):
@@ -300,6 +363,18 @@ class Broker:
             (c.get("offsets.retention.check.interval.ms") / 1000, self.group_coordinator.expire_offsets),
             *([(c.get("replica.lag.time.max.ms") / 2000, self.replica_manager.maybe_shrink_isr)] if self.cluster else []),
         ]
+
+
+def _txn_config(config: BrokerConfig) -> TransactionConfig:
+    c = config.get
+    return TransactionConfig(
+        transactional_id_expiration_ms=c("transactional.id.expiration.ms"),
+        transaction_max_timeout_ms=c("transaction.max.timeout.ms"),
+        transaction_state_partitions=c("transaction.state.log.num.partitions"),
+        abort_timed_out_transactions_interval_ms=c("transaction.abort.timed.out.transaction.cleanup.interval.ms"),
+        remove_expired_transactional_ids_interval_ms=c("transaction.remove.expired.transaction.cleanup.interval.ms"),
+        offsets_topic_partitions=c("offsets.topic.num.partitions"),
+    )
 
 
 def _group_config(config: BrokerConfig) -> GroupConfig:

@@ -23,7 +23,6 @@ from kbroker.api import (
     fetch,
     find_coordinator,
     groups,
-    init_producer_id,
     list_offsets,
     metadata,
     offset_for_leader_epoch,
@@ -31,6 +30,7 @@ from kbroker.api import (
     produce,
     reassignments,
     topics,
+    transactions,
 )
 from kbroker.api.context import Deferred, RequestContext
 from kbroker.errors import ErrorCode, error_code_of
@@ -86,8 +86,12 @@ DISPATCH: dict[int, ApiSpec] = {
     19: ApiSpec("CreateTopics", 2, 7, topics.create_topics),
     20: ApiSpec("DeleteTopics", 1, 6, topics.delete_topics),
     21: ApiSpec("DeleteRecords", 0, 2, delete_records.handle),
-    22: ApiSpec("InitProducerId", 0, 5, init_producer_id.handle),
+    22: ApiSpec("InitProducerId", 0, 5, transactions.init_producer_id),
     23: ApiSpec("OffsetForLeaderEpoch", 2, 4, offset_for_leader_epoch.handle),
+    24: ApiSpec("AddPartitionsToTxn", 0, 5, transactions.add_partitions_to_txn),
+    25: ApiSpec("AddOffsetsToTxn", 0, 4, transactions.add_offsets_to_txn),
+    26: ApiSpec("EndTxn", 0, 4, transactions.end_txn),
+    27: ApiSpec("WriteTxnMarkers", 1, 1, transactions.write_txn_markers),
     32: ApiSpec("DescribeConfigs", 1, 4, configs.describe_configs),
     33: ApiSpec("AlterConfigs", 0, 2, configs.alter_configs),
     35: ApiSpec("DescribeLogDirs", 1, 4, describe_log_dirs.handle),

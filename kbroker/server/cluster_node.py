@@ -52,6 +52,9 @@ class ClusterNode:
         self.config: BrokerConfig = broker.config
         self.node_id = broker.node_id
         self._channels: dict[tuple[int, str, int], BrokerChannel] = {}
+        # transaction markers wait for the leader's ISR: their own connections, so they never hold
+        # up the controller's requests
+        self._marker_channels: dict[tuple[int, str, int], BrokerChannel] = {}
         self._session_lost = False
         self._nursery: trio.Nursery | None = None
         c = self.config
@@ -83,6 +86,7 @@ class ClusterNode:
             rm.fetchers = fetchers
             await nursery.start(fetchers.run)
             broker.controller = self.controller
+            broker.txn_coordinator.markers.request = self._send_markers
             self.controller.on_controller_change = self._controller_changed
             await nursery.start(self.controller.run)
             nursery.start_soon(rm.run_isr_changes, self._send_alter_partition)
@@ -129,6 +133,17 @@ class ClusterNode:
 
     async def _send_request(self, target: zk.BrokerRegistration, api_key: int, version: int, body: dict) -> Any:
         return await self._channel(target.broker_id, target.host, target.port).request(api_key, version, body)
+
+    async def _send_markers(self, broker_id: int, api_key: int, version: int, body: dict) -> Any:
+        target = self.broker.metadata.broker(broker_id)
+        if target is None:
+            raise ChannelError(f"broker {broker_id} is unknown")
+        key = (broker_id, target.host, target.port)
+        channel = self._marker_channels.get(key)
+        if channel is None:
+            channel = self._marker_channels[key] = BrokerChannel(target.host, target.port,
+                                                                 f"broker-{self.node_id}-txn-markers")
+        return await channel.request(api_key, version, body, timeout_s=self.config.get("request.timeout.ms") / 1000 + 5)
 
     async def _to_controller(self, api_key: int, version: int, body: dict) -> Any:
         controller_id = self.broker.metadata.controller_id
@@ -205,6 +220,6 @@ class ClusterNode:
                 await trio.sleep(0.02)
 
     async def close(self) -> None:
-        for channel in self._channels.values():
+        for channel in [*self._channels.values(), *self._marker_channels.values()]:
             await channel.aclose()
         await trio.to_thread.run_sync(self.session.close)

@@ -297,6 +297,7 @@ class KafkaServer:
                 for interval, job in self.broker.periodic_tasks():
                     background.start_soon(self._periodic, interval, job)
                 background.start_soon(self._run_group_timers)
+                await background.start(self.broker.txn_coordinator.run)
                 if node is not None:
                     await background.start(node.run)
                 async with trio.open_nursery() as connections:
