@@ -49,9 +49,16 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0) -> No
 
 
 def produce_run(bootstrap: str, topic: str, partitions: int, size: int, count: int, acks: str,
-                deadline: float, linger_ms: int = 5) -> dict:
+                deadline: float, linger_ms: int = 5, mode: str = "plain", txn_messages: int = 1000) -> dict:
     """Produce `count` messages of `size` random bytes round-robin over `partitions` partitions
-    as fast as librdkafka takes them; time from the first produce() to the end of flush()."""
+    as fast as librdkafka takes them; time from the first produce() to the end of flush().
+
+    mode "plain": no idempotence; "idempotent": enable.idempotence (acks must be "all");
+    "flushed": idempotent, and flush() after every `txn_messages` messages (the transactional run's
+    wait for every acknowledgement at each commit, without the transaction's requests);
+    "transactional": idempotent with a transactional.id, `txn_messages` messages per transaction
+    (begin_transaction, the sends, commit_transaction), init_transactions() before the timed part;
+    the time then runs to the end of the last commit, and only committed messages count."""
     state = {"err": 0, "first_error": None}
 
     def on_delivery(err, msg):  # delivery.report.only.error: called for failures only (a Python
@@ -59,17 +66,54 @@ def produce_run(bootstrap: str, topic: str, partitions: int, size: int, count: i
         if state["first_error"] is None:
             state["first_error"] = str(err)
 
-    producer = Producer({
+    txn = mode == "transactional"
+    conf = {
         "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms,
         "batch.size": 1000000, "batch.num.messages": 1000000,
         "queue.buffering.max.messages": 2000000, "queue.buffering.max.kbytes": 2097151,
-        "compression.type": "none", "enable.idempotence": False,
+        "compression.type": "none", "enable.idempotence": mode != "plain",
         "message.timeout.ms": 120000, "on_delivery": on_delivery, "delivery.report.only.error": True,
-    })
+    }
+    if txn:  # librdkafka wants message.timeout.ms <= transaction.timeout.ms (default 60 s)
+        conf.update({"transactional.id": f"{topic}-txn", "transaction.timeout.ms": 120000})
+    producer = Producer(conf)
+    if txn:
+        producer.init_transactions(30)
     producer.list_topics(topic, timeout=30)  # connection + metadata outside the timed part
+    warm_up = 0
+    if mode in ("idempotent", "flushed"):  # the producer id (InitProducerId) too: one message, acknowledged
+        producer.produce(topic, b"", partition=0)
+        if producer.flush(30):
+            raise RuntimeError(f"idempotent producer: warm-up message to {topic} not acknowledged in 30 s")
+        warm_up = state["err"]
     value = os.urandom(size)
     aborted = False
-    sent = 0
+    sent = committed = in_txn = failed_txns = 0
+    commit_s: list[float] = []
+
+    def commit() -> bool:
+        """Commit the open transaction; False if the run must stop (fatal error, deadline)."""
+        nonlocal committed, in_txn, failed_txns
+        c0 = time.perf_counter()
+        while True:
+            try:
+                producer.commit_transaction(max(1.0, deadline - time.perf_counter()))
+                committed += in_txn
+                break
+            except KafkaException as exc:
+                err = exc.args[0]
+                state["first_error"] = state["first_error"] or f"commit_transaction: {err}"
+                if err.retriable() and time.perf_counter() < deadline:
+                    continue
+                failed_txns += 1
+                if not err.txn_requires_abort():
+                    return False
+                producer.abort_transaction(30)
+                break
+        commit_s.append(time.perf_counter() - c0)
+        in_txn = 0
+        return True
+
     t0 = time.perf_counter()
     for i in range(count):
         if not i & 1023:
@@ -77,6 +121,8 @@ def produce_run(bootstrap: str, topic: str, partitions: int, size: int, count: i
             if time.perf_counter() > deadline:
                 aborted = True
                 break
+        if txn and in_txn == 0:
+            producer.begin_transaction()
         while True:
             try:
                 producer.produce(topic, value, partition=i % partitions)
@@ -89,16 +135,40 @@ def produce_run(bootstrap: str, topic: str, partitions: int, size: int, count: i
         if aborted:
             break
         sent += 1
+        if mode == "flushed" and not sent % txn_messages:
+            producer.flush(max(0.5, deadline - time.perf_counter()))
+        if txn:
+            in_txn += 1
+            if in_txn == txn_messages and not commit():
+                aborted = True
+                break
+    if txn and in_txn and not aborted:
+        aborted = not commit()
     left = producer.flush(max(0.5, deadline - time.perf_counter()))
     elapsed = time.perf_counter() - t0
+    if txn and in_txn:  # stopped inside a transaction: it does not count
+        try:
+            producer.abort_transaction(10)
+        except KafkaException:
+            pass
     if left:
         aborted = True
         producer.purge()
         producer.flush(5)
-    ok = sent - left - state["err"]  # acknowledged = handed over - still queued - failed
-    return {"messages": ok, "bytes": ok * size, "seconds": elapsed, "msgs_s": ok / elapsed,
-            "mb_s": ok * size / elapsed / 1e6, "errors": state["err"], "first_error": state["first_error"],
-            "aborted": aborted}
+    # acknowledged = handed over - still queued - failed; in transactions, what was committed
+    ok = committed if txn else sent - left - (state["err"] - warm_up)
+    errors = max(state["err"], sent - committed - in_txn) if txn else state["err"]
+    out = {"messages": ok, "bytes": ok * size, "seconds": elapsed, "msgs_s": ok / elapsed,
+           "mb_s": ok * size / elapsed / 1e6, "errors": errors, "first_error": state["first_error"],
+           "aborted": aborted}
+    if txn:
+        commit_s.sort()
+        ms = [x * 1000 for x in commit_s]
+        out.update({"transactions": len(commit_s), "failed_transactions": failed_txns,
+                    "txn_messages": txn_messages, "commit_p50_ms": percentile(ms, 50),
+                    "commit_p99_ms": percentile(ms, 99), "commit_max_ms": ms[-1] if ms else None,
+                    "commit_total_s": sum(commit_s)})
+    return out
 
 
 def _consumer(bootstrap: str, **extra) -> Consumer:
@@ -108,18 +178,23 @@ def _consumer(bootstrap: str, **extra) -> Consumer:
     return Consumer(conf)
 
 
-def consume_run(bootstrap: str, topic: str, partitions: int, deadline: float) -> dict:
+def consume_run(bootstrap: str, topic: str, partitions: int, deadline: float, isolation: str | None = None,
+                expected: int | None = None) -> dict:
     """Read a topic from the earliest offset to its current end (assign, no group protocol).
-    MB/s is counted from the first message received to the last."""
+    MB/s is counted from the first message received to the last. `isolation`: librdkafka's
+    isolation.level (its default, read_committed, when None); `expected`: the number of messages
+    to read (default: high - low watermark, which counts a transactional topic's control records)."""
     consumer = _consumer(bootstrap, **{
         "fetch.max.bytes": 67108864, "max.partition.fetch.bytes": 16777216,
         "queued.max.messages.kbytes": 262144, "queued.min.messages": 1000000,
-        "receive.message.max.bytes": 100000000})
+        "receive.message.max.bytes": 100000000, **({"isolation.level": isolation} if isolation else {})})
     try:
-        expected = 0
+        in_log = 0  # also connects, outside the timed part
         for p in range(partitions):
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
-            expected += high - low
+            in_log += high - low
+        if expected is None:
+            expected = in_log
         t_assign = time.perf_counter()
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         count = nbytes = errors = 0
