@@ -35,7 +35,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks import clients, kwire
 from benchmarks.broker import ProcGroup, ProcStats, log_problems
-from benchmarks.phases import Ctx, Meter, row
+from benchmarks.phases import Ctx, Meter, row, txn_runs
 
 BROKERS = 3
 SESSION_MS = 6000            # zookeeper.session.timeout.ms of the brokers (the failover target is this + 1 s)
@@ -425,3 +425,15 @@ def _measure(ctx: Ctx, c: Cluster, rows: list[dict]) -> None:
                     {**mem, "rss_each_mb": ", ".join(f"{x:.0f}" for x in each if x is not None), **setup}))
     rows.append(_failover(ctx, c))
     rows.append(_controlled_shutdown(ctx, c))
+
+
+def phase_cluster_txn(ctx: Ctx) -> list[dict]:
+    """The transactions phase's runs on a fresh three-broker cluster, into RF=3 topics with
+    min.insync.replicas=2 (__transaction_state: RF 3, min ISR 2, Kafka's defaults)."""
+    def measure(c: Cluster, rows: list[dict]) -> None:
+        setup = c.start()
+        print(f"  cluster: ZooKeeper + {BROKERS} brokers serving after {setup['start_s']:.1f} s", flush=True)
+        rows += txn_runs(ctx, "clustertxn", "clustertxn", ", RF=3 min.insync=2", c.bootstrap, c.group(),
+                         lambda label, partitions: c.create(label, partitions, 3, RF3_CONFIG), c.drop)
+
+    return run_phase(ctx, "clustertxn", measure)

@@ -52,6 +52,7 @@ class Ctx:
     side_brokers: list[OwnBroker] = field(default_factory=list)
     seq: int = 0
     cluster_runs: int = 0                                 # clusters the cluster phase has started
+    txn_consumes: int = 0                                 # read_committed/uncommitted pairs run (order alternates)
     notes: list[str] = field(default_factory=list)        # printed under the table
     log_problems: dict = field(default_factory=dict)      # name -> ERROR/Traceback lines of a broker log
 
@@ -186,6 +187,65 @@ def phase_partitions100(ctx: Ctx) -> list[dict]:
     if base["metrics"]["mb_s"]:
         wide["metrics"]["ratio_to_p1"] = wide["metrics"]["mb_s"] / base["metrics"]["mb_s"]
     return [base, wide]
+
+
+TXN_RUNS = ((1024, 1), (1024, 6), (100, 1))  # (message size, partitions) of the transactions phase
+TXN_MESSAGES = 1000                           # messages per transaction
+ISOLATIONS = ("read_uncommitted", "read_committed")
+
+
+def txn_runs(ctx: Ctx, phase: str, prefix: str, label: str, bootstrap: str, stats, new_topic, drop) -> list[dict]:
+    """The transactions comparison on one broker or cluster, per (size, partitions) of TXN_RUNS:
+    the idempotent produce run (acks=all, the produce phase's client settings), the same with a
+    flush() every TXN_MESSAGES (what a commit costs without the transaction's own requests) and
+    the transactional run (TXN_MESSAGES per transaction), each into a topic of its own, back to
+    back; then the transactional topic read from the earliest offset with
+    isolation.level=read_uncommitted and read_committed (which goes first alternates between
+    calls). `new_topic(label, partitions)` creates a topic, `drop(names)` deletes them once measured."""
+    rows = []
+    for size, parts in TXN_RUNS:
+        ctx.check_alive()
+        key = f"{prefix}.{size}.p{parts}"
+        name = f"{_size_label(size)}, {parts} part{label}"
+        produced = {}
+        for mode, what in (("idempotent", "idempotent"), ("flushed", f"idempotent, flush every {TXN_MESSAGES:,}"),
+                           ("transactional", f"{TXN_MESSAGES:,} per transaction")):
+            topic = new_topic(f"txn-{size}-p{parts}-{mode[:5]}", parts)
+            with Meter(stats) as meter:
+                r = clients.produce_run(bootstrap, topic, parts, size, ctx.scale.messages, "all", ctx.deadline(),
+                                        mode=mode, txn_messages=TXN_MESSAGES)
+            rows.append(row(f"{key}.{mode}", phase, f"{name}, {what}, acks=all", "throughput",
+                            {**r, **meter.metrics(r["bytes"])}))
+            produced[mode] = (topic, rows[-1]["metrics"])
+            if mode != "transactional":
+                drop([topic])
+        idem, txn = produced["idempotent"][1], produced["transactional"][1]
+        if idem["mb_s"]:
+            for mode in ("flushed", "transactional"):
+                produced[mode][1]["ratio_to_idempotent"] = produced[mode][1]["mb_s"] / idem["mb_s"]
+        topic = produced["transactional"][0]
+        if txn["messages"] and not txn["errors"] and not txn["aborted"]:
+            ctx.txn_consumes += 1
+            order = ISOLATIONS if ctx.txn_consumes % 2 else ISOLATIONS[::-1]
+            read = {}
+            for isolation in order:
+                with Meter(stats) as meter:
+                    r = clients.consume_run(bootstrap, topic, parts, ctx.deadline(), isolation=isolation,
+                                            expected=txn["messages"])
+                read[isolation] = row(f"{key}.{isolation}", phase, f"{name}, transactional data, {isolation}",
+                                      "throughput", {**r, **meter.metrics(r["bytes"]), "first_read": isolation == order[0]})
+            if read["read_uncommitted"]["metrics"]["mb_s"]:
+                read["read_committed"]["metrics"]["ratio_to_uncommitted"] = (
+                    read["read_committed"]["metrics"]["mb_s"] / read["read_uncommitted"]["metrics"]["mb_s"])
+            rows += [read[i] for i in ISOLATIONS]
+        drop([topic])
+    return rows
+
+
+def phase_transactions(ctx: Ctx) -> list[dict]:
+    """Transactional produce next to idempotent produce, and read_committed next to
+    read_uncommitted consume of the same transactional data, on the main broker."""
+    return txn_runs(ctx, "transactions", "txn", "", ctx.bootstrap, ctx.stats, ctx.new_topic, ctx.drop_topics)
 
 
 REQUEST_SHAPES = ((160, "160 x 1 KiB"), (1, "1 x 1 KiB"))  # records per batch, label
@@ -378,6 +438,13 @@ def phase_cluster(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_clustertxn(ctx: Ctx) -> list[dict]:
+    """ZooKeeper + three brokers of its own: the transactions phase on RF=3 topics (benchmarks/cluster.py)."""
+    from benchmarks.cluster import phase_cluster_txn as run
+
+    return run(ctx)
+
+
 def phase_cluster3k(ctx: Ctx) -> list[dict]:
     """ZooKeeper + three brokers holding 3,000 partitions at RF 3: controller failover and a full
     cluster restart (benchmarks/cluster_scale.py)."""
@@ -389,6 +456,7 @@ def phase_cluster3k(ctx: Ctx) -> list[dict]:
 PHASES = {
     "produce": phase_produce,
     "consume": phase_consume,
+    "transactions": phase_transactions,
     "partitions100": phase_partitions100,
     "requests": phase_requests,
     "e2e": phase_e2e,
@@ -397,8 +465,9 @@ PHASES = {
     "durability": phase_durability,
     "partitions10k": phase_partitions10k,
     "cluster": phase_cluster,
+    "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,
 }
-REPEATABLE = {"produce", "consume", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "cluster3k"}
+REPEATABLE = {"produce", "consume", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k"}
 # left out of --quick and of runs against --bootstrap unless named in --only
-OPT_IN = {"cluster", "cluster3k"}
+OPT_IN = {"cluster", "clustertxn", "cluster3k"}

@@ -26,7 +26,7 @@ import confluent_kafka
 
 from benchmarks import clients
 from benchmarks.broker import REPO_ROOT, OwnBroker, ProcStats
-from benchmarks.phases import OPT_IN, PHASES, REPEATABLE, Ctx, Scale
+from benchmarks.phases import OPT_IN, PHASES, REPEATABLE, TXN_RUNS, Ctx, Scale
 
 ORDER = list(PHASES)
 ALIASES = {"scaling": ["partitions100", "partitions10k", "connections"], "all": ORDER}
@@ -36,6 +36,10 @@ ALIASES = {"scaling": ["partitions100", "partitions10k", "connections"], "all": 
 TARGETS = {
     "produce.1024.p1.acks1": [("mb_s", ">=", 250, "≥ 250 MB/s"), ("cpu_s_per_gb", "<=", 3.5, "≤ 3.5 CPU-s/GB")],
     "consume.1024.p1": [("mb_s", ">=", 450, "≥ 450 MB/s"), ("cpu_s_per_gb", "<=", 1.0, "≤ 1.0 CPU-s/GB")],
+    **{f"{prefix}.{size}.p{parts}.{run}": [check]
+       for prefix in ("txn", "clustertxn") for size, parts in TXN_RUNS
+       for run, check in (("transactional", ("ratio_to_idempotent", ">=", 0.7, "≥ 70% of idempotent")),
+                          ("read_committed", ("ratio_to_uncommitted", ">=", 0.9, "≥ 90% of read_uncommitted")))},
     "e2e": [("p99_ms", "<=", 10, "p99 ≤ 10 ms")],
     "latency": [("p99_ms", "<=", 1, "p99 ≤ 1 ms")],
     "scaling.p100": [("ratio_to_p1", ">=", 0.8, "≥ 80% of 1 part")],
@@ -62,6 +66,7 @@ REFERENCES = {
     "cluster.consume.rf3.p1": "(Kafka 3.8: 298 MB/s)",
     "cluster.consume.rf3.p6": "(Kafka 3.8: 298 MB/s)",
 }
+RATIOS = {"ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted"}
 QUICK_NA = {"partitions10k", "connections"}  # targets stated for full-size numbers only
 
 
@@ -210,8 +215,12 @@ def describe(row: dict) -> str:
     m, kind = row["metrics"], row["kind"]
     if kind == "throughput":
         s = f"{_f(m.get('msgs_s'), '{:,.0f}')} msg/s  {_f(m.get('mb_s'))} MB/s"
-        if "ratio_to_p1" in m:
-            s += f"  ({_f(m['ratio_to_p1'] * 100, '{:.0f}')}% of 1 part)"
+        for ratio, of in RATIOS.items():
+            if ratio in m:
+                s += f"  ({_f(m[ratio] * 100, '{:.0f}')}% of {of})"
+        if m.get("transactions"):
+            s += (f"  ({_f(m['transactions'], '{:.0f}')} txns, commit p50 {_f(m.get('commit_p50_ms'))} "
+                  f"p99 {_f(m.get('commit_p99_ms'))} ms)")
         if m.get("first_message_s") is not None:
             s += f"  (first msg after {m['first_message_s'] * 1000:.0f} ms)"
         return s
@@ -362,7 +371,8 @@ def main(argv: list[str] | None = None) -> int:
                     results.setdefault(r["key"], r)
         for key, metric_runs in runs.items():
             results[key]["metrics"] = merge(metric_runs)
-        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "cluster3k") for p in args.phases)
+        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k")
+                                             for p in args.phases)
         if ctx.stats is not None and main_used:
             mem = ctx.stats.memory_mb()
             results["memory"] = {"key": "memory", "phase": "memory", "name": "broker after all phases",
@@ -400,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; total {time.time() - started:.0f} s"
           + (f"; median of {args.repeat} repeats" if args.repeat > 1 else ""))
     print("MB = 10^6 bytes of message values; CPU-s/GB = broker utime+stime per 10^9 value bytes; "
-          "RSS = broker VmRSS after the run" + ("; cluster rows: the three brokers summed" if "cluster" in args.phases
+          "RSS = broker VmRSS after the run" + ("; cluster rows: the three brokers summed" if {"cluster", "clustertxn"} & set(args.phases)
                                                 else ""))
     print(table(rows, args.quick))
     for n in notes:
