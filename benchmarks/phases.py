@@ -5,6 +5,7 @@ phase, which starts a ZooKeeper and three brokers of its own, lives in cluster.p
 
 from __future__ import annotations
 
+import os
 import resource
 import shutil
 import socket
@@ -52,6 +53,7 @@ class Ctx:
     side_brokers: list[OwnBroker] = field(default_factory=list)
     seq: int = 0
     cluster_runs: int = 0                                 # clusters the cluster phase has started
+    txn_rounds: int = 0                                   # transactions phases run (which mode goes first rotates)
     txn_consumes: int = 0                                 # read_committed/uncommitted pairs run (order alternates)
     notes: list[str] = field(default_factory=list)        # printed under the table
     log_problems: dict = field(default_factory=dict)      # name -> ERROR/Traceback lines of a broker log
@@ -191,7 +193,26 @@ def phase_partitions100(ctx: Ctx) -> list[dict]:
 
 TXN_RUNS = ((1024, 1), (1024, 6), (100, 1))  # (message size, partitions) of the transactions phase
 TXN_MESSAGES = 1000                           # messages per transaction
+TXN_MODES = (("idempotent", "idempotent"), ("flushed", f"idempotent, flush every {TXN_MESSAGES:,}"),
+             ("transactional", f"{TXN_MESSAGES:,} per transaction"))
 ISOLATIONS = ("read_uncommitted", "read_committed")
+
+
+def prime_page_cache(directory: Path, nbytes: int) -> None:
+    """Write `nbytes` to a scratch file and delete it, so that the run that follows writes into
+    page-cache pages the kernel has just freed. On this VM (Firecracker, free page reporting) a
+    page left free for about a second goes back to the host and costs ~10x as much to write into
+    again (a plain 1 MiB os.write loop: ~4 GB/s into just-freed pages, ~0.5 GB/s otherwise), so
+    without this two runs compared pair-wise depend on what was deleted just before each."""
+    chunk = bytes(1 << 20)
+    path = directory / "prime.tmp"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for _ in range(max(1, nbytes >> 20)):
+            os.write(fd, chunk)
+    finally:
+        os.close(fd)
+        os.unlink(path)
 
 
 def txn_runs(ctx: Ctx, phase: str, prefix: str, label: str, bootstrap: str, stats, new_topic, drop) -> list[dict]:
@@ -199,30 +220,32 @@ def txn_runs(ctx: Ctx, phase: str, prefix: str, label: str, bootstrap: str, stat
     the idempotent produce run (acks=all, the produce phase's client settings), the same with a
     flush() every TXN_MESSAGES (what a commit costs without the transaction's own requests) and
     the transactional run (TXN_MESSAGES per transaction), each into a topic of its own, back to
-    back; then the transactional topic read from the earliest offset with
-    isolation.level=read_uncommitted and read_committed (which goes first alternates between
-    calls). `new_topic(label, partitions)` creates a topic, `drop(names)` deletes them once measured."""
+    back, each right after prime_page_cache(), which of them goes first rotating between calls;
+    then the transactional topic read from the earliest offset with isolation.level=
+    read_uncommitted and read_committed (which goes first alternates). `new_topic(label,
+    partitions)` creates a topic, `drop(names)` deletes them once measured."""
     rows = []
-    for size, parts in TXN_RUNS:
+    ctx.txn_rounds += 1
+    for index, (size, parts) in enumerate(TXN_RUNS):
         ctx.check_alive()
         key = f"{prefix}.{size}.p{parts}"
         name = f"{_size_label(size)}, {parts} part{label}"
         produced = {}
-        for mode, what in (("idempotent", "idempotent"), ("flushed", f"idempotent, flush every {TXN_MESSAGES:,}"),
-                           ("transactional", f"{TXN_MESSAGES:,} per transaction")):
+        turn = (ctx.txn_rounds + index) % len(TXN_MODES)
+        for mode, what in TXN_MODES[turn:] + TXN_MODES[:turn]:
             topic = new_topic(f"txn-{size}-p{parts}-{mode[:5]}", parts)
+            prime_page_cache(ctx.base, size * ctx.scale.messages)
             with Meter(stats) as meter:
                 r = clients.produce_run(bootstrap, topic, parts, size, ctx.scale.messages, "all", ctx.deadline(),
                                         mode=mode, txn_messages=TXN_MESSAGES)
-            rows.append(row(f"{key}.{mode}", phase, f"{name}, {what}, acks=all", "throughput",
-                            {**r, **meter.metrics(r["bytes"])}))
-            produced[mode] = (topic, rows[-1]["metrics"])
-            if mode != "transactional":
-                drop([topic])
-        idem, txn = produced["idempotent"][1], produced["transactional"][1]
+            produced[mode] = (topic, row(f"{key}.{mode}", phase, f"{name}, {what}, acks=all", "throughput",
+                                         {**r, **meter.metrics(r["bytes"]), "position": len(produced)}))
+        rows += [produced[mode][1] for mode, _ in TXN_MODES]
+        drop([produced[mode][0] for mode in ("idempotent", "flushed")])
+        idem, txn = (produced[mode][1]["metrics"] for mode in ("idempotent", "transactional"))
         if idem["mb_s"]:
             for mode in ("flushed", "transactional"):
-                produced[mode][1]["ratio_to_idempotent"] = produced[mode][1]["mb_s"] / idem["mb_s"]
+                produced[mode][1]["metrics"]["ratio_to_idempotent"] = produced[mode][1]["metrics"]["mb_s"] / idem["mb_s"]
         topic = produced["transactional"][0]
         if txn["messages"] and not txn["errors"] and not txn["aborted"]:
             ctx.txn_consumes += 1
@@ -233,7 +256,7 @@ def txn_runs(ctx: Ctx, phase: str, prefix: str, label: str, bootstrap: str, stat
                     r = clients.consume_run(bootstrap, topic, parts, ctx.deadline(), isolation=isolation,
                                             expected=txn["messages"])
                 read[isolation] = row(f"{key}.{isolation}", phase, f"{name}, transactional data, {isolation}",
-                                      "throughput", {**r, **meter.metrics(r["bytes"]), "first_read": isolation == order[0]})
+                                      "throughput", {**r, **meter.metrics(r["bytes"]), "position": order.index(isolation)})
             if read["read_uncommitted"]["metrics"]["mb_s"]:
                 read["read_committed"]["metrics"]["ratio_to_uncommitted"] = (
                     read["read_committed"]["metrics"]["mb_s"] / read["read_uncommitted"]["metrics"]["mb_s"])
