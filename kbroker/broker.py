@@ -120,6 +120,8 @@ class Broker:
         self.log_manager.startup()
         self.replica_manager.startup()
         self._load_groups()
+        if not self.cluster:  # in a cluster, LeaderAndIsr says which transactional ids are ours
+            self.txn_coordinator.load_led_partitions()
 
     def shutdown(self) -> None:
         self.group_coordinator.shutdown()

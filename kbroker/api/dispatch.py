@@ -30,6 +30,7 @@ from kbroker.api import (
     produce,
     reassignments,
     topics,
+    transaction_listing,
     transactions,
 )
 from kbroker.api.context import Deferred, RequestContext
@@ -104,6 +105,8 @@ DISPATCH: dict[int, ApiSpec] = {
     47: ApiSpec("OffsetDelete", 0, 0, offsets.offset_delete),
     56: ApiSpec("AlterPartition", 2, 3, cluster.alter_partition, cluster_only=True),
     60: ApiSpec("DescribeCluster", 0, 1, describe_cluster.handle),
+    65: ApiSpec("DescribeTransactions", 0, 0, transaction_listing.describe_transactions),
+    66: ApiSpec("ListTransactions", 0, 1, transaction_listing.list_transactions),
 }
 
 
