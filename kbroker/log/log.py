@@ -35,7 +35,7 @@ from kbroker.log.log_txn import (
     complete_txns,
     marker_of,
 )
-from kbroker.log.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
+from kbroker.log.producer_state import ActiveProducer, CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from kbroker.log.records_view import FetchDataInfo
 from kbroker.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kbroker.log.topic_partition import TopicPartition
@@ -160,6 +160,10 @@ class Log(LogLoading, LogRetention):
         """(producer id, first offset) of the aborted transactions overlapping [start_offset,
         upper_bound_offset): what a read_committed Fetch sends with the records it returns."""
         return collect_aborted_transactions(self.segments, self._bases, start_offset, upper_bound_offset)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """The producers this log's state holds, copied (DescribeProducers)."""
+        return self.producer_state.active_producers()
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
