@@ -19,6 +19,7 @@ from kbroker.api import (
     delete_records,
     describe_cluster,
     describe_log_dirs,
+    describe_producers,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -105,6 +106,7 @@ DISPATCH: dict[int, ApiSpec] = {
     47: ApiSpec("OffsetDelete", 0, 0, offsets.offset_delete),
     56: ApiSpec("AlterPartition", 2, 3, cluster.alter_partition, cluster_only=True),
     60: ApiSpec("DescribeCluster", 0, 1, describe_cluster.handle),
+    61: ApiSpec("DescribeProducers", 0, 0, describe_producers.handle),
     65: ApiSpec("DescribeTransactions", 0, 0, transaction_listing.describe_transactions),
     66: ApiSpec("ListTransactions", 0, 1, transaction_listing.list_transactions),
 }
