@@ -84,13 +84,13 @@ def test_a_hanging_transaction_is_found_and_aborted(kbroker):
         # a producer id and epoch from the coordinator, then a transactional send it never hears of
         init = coordinator.call(INIT_PRODUCER_ID, {"transactional_id": "cli-hanging-producer",
                                                    "transaction_timeout": 60000, "producer_id": -1,
-                                                   "producer_epoch": -1})
+                                                   "producer_epoch": -1}, 4)
         assert init.error_code == 0
         batch = build_batch([Record(0, int(time.time() * 1000), b"k", b"hanging")], producer_id=init.producer_id,
                             producer_epoch=init.producer_epoch, base_sequence=0, is_transactional=True)
         produced = coordinator.call(PRODUCE, {"transactional_id": "cli-hanging-producer", "acks": -1,
                                               "timeout": 10000, "topic_data": [{"name": topic, "partition_data": [
-                                                  {"index": 0, "records": batch}]}]})
+                                                  {"index": 0, "records": batch}]}]}, 8)
         assert produced.responses[0].partition_responses[0].error_code == 0
 
         # a committed transaction after it stays invisible: the hanging one holds the LSO at 0
