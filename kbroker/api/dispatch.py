@@ -31,6 +31,7 @@ from kbroker.api import (
     produce,
     reassignments,
     topics,
+    txn_offset_commit,
 )
 from kbroker.api.context import Deferred, RequestContext
 from kbroker.errors import ErrorCode, error_code_of
@@ -88,6 +89,7 @@ DISPATCH: dict[int, ApiSpec] = {
     21: ApiSpec("DeleteRecords", 0, 2, delete_records.handle),
     22: ApiSpec("InitProducerId", 0, 5, init_producer_id.handle),
     23: ApiSpec("OffsetForLeaderEpoch", 2, 4, offset_for_leader_epoch.handle),
+    28: ApiSpec("TxnOffsetCommit", 0, 4, txn_offset_commit.handle),
     32: ApiSpec("DescribeConfigs", 1, 4, configs.describe_configs),
     33: ApiSpec("AlterConfigs", 0, 2, configs.alter_configs),
     35: ApiSpec("DescribeLogDirs", 1, 4, describe_log_dirs.handle),
