@@ -33,6 +33,7 @@ from kbroker.api import (
     topics,
     transaction_listing,
     transactions,
+    txn_offset_commit,
 )
 from kbroker.api.context import Deferred, RequestContext
 from kbroker.errors import ErrorCode, error_code_of
@@ -94,6 +95,7 @@ DISPATCH: dict[int, ApiSpec] = {
     25: ApiSpec("AddOffsetsToTxn", 0, 4, transactions.add_offsets_to_txn),
     26: ApiSpec("EndTxn", 0, 4, transactions.end_txn),
     27: ApiSpec("WriteTxnMarkers", 1, 1, transactions.write_txn_markers),
+    28: ApiSpec("TxnOffsetCommit", 0, 4, txn_offset_commit.handle),
     32: ApiSpec("DescribeConfigs", 1, 4, configs.describe_configs),
     33: ApiSpec("AlterConfigs", 0, 2, configs.alter_configs),
     35: ApiSpec("DescribeLogDirs", 1, 4, describe_log_dirs.handle),
