@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator
 
 from kbroker.group.offsets_format import build_offsets_batch
 from kbroker.log.topic_partition import TopicPartition
-from kbroker.wire.internal_records import InternalBatch, iter_internal_batches
-from kbroker.wire.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, iter_batch_headers, validate_batches
+from kbroker.replica.internal_topic import read_internal_batches
+from kbroker.wire.internal_records import InternalBatch
+from kbroker.wire.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, validate_batches
 
 OFFSETS_TOPIC = "__consumer_offsets"
-READ_CHUNK = 1 << 20
 
 
 class PartitionOffsetsLog:
@@ -36,20 +36,7 @@ class PartitionOffsetsLog:
         return info.first_offset
 
     def read_batches(self, partition: int) -> Iterator[InternalBatch]:
-        """The partition's batches from its log start to its end (not only to the last stable
-        offset: open transactions are read too, as Kafka's loader reads to the log end)."""
-        log = self.replicas.get_leader_partition(TopicPartition(OFFSETS_TOPIC, partition)).log
-        offset = log.log_start_offset
-        end = log.log_end_offset
-        while offset < end:
-            data = log.read(offset, READ_CHUNK, max_offset=end).read_bytes()
-            next_offset = offset
-            for _pos, header in iter_batch_headers(data):
-                next_offset = header.next_offset
-            if next_offset <= offset:
-                break  # nothing readable past here (a torn tail is cut at recovery)
-            yield from iter_internal_batches(data)
-            offset = next_offset
+        return read_internal_batches(self.replicas, TopicPartition(OFFSETS_TOPIC, partition))
 
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         """The `(key, value)` of every data record, markers and transactions left out."""
