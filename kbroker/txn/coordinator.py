@@ -33,6 +33,10 @@ logger = logging.getLogger(__name__)
 E = ErrorCode
 
 RETRY_BACKOFF_S = 0.1  # between rounds of markers that failed (Kafka's retry.backoff.ms)
+# A producer's next transaction often begins while its last one's markers are still being written:
+# its AddPartitionsToTxn waits this long for them before answering CONCURRENT_TRANSACTIONS, which
+# clients retry only after a backoff (librdkafka 20 ms, a multiple of a marker round here).
+COMPLETION_WAIT_S = 5.0
 
 
 @dataclass
@@ -56,6 +60,7 @@ class TransactionCoordinator:
         self._spare_producer_id: int | None = None
         self._nursery: trio.Nursery | None = None
         self._waiting: list[tuple[Callable[..., Awaitable[Any]], tuple]] = []  # background work before run()
+        self._completions: dict[str, trio.Event] = {}  # ids whose markers are being written
 
     # -- ownership ----------------------------------------------------------------------------------
     def partition_for(self, transactional_id: str) -> int:
@@ -86,7 +91,7 @@ class TransactionCoordinator:
         for outcome in rules.completions_after_load(list(entries.values()), self.now_ms()):
             assert outcome.metadata is not None and outcome.markers is not None and outcome.complete is not None
             entries[outcome.metadata.transactional_id] = outcome.metadata
-            self._spawn(self._complete, partition, outcome.markers, outcome.complete)
+            self._start_completion(partition, outcome.markers, outcome.complete)
         if entries:
             logger.info("coordinating %d transactional ids of __transaction_state-%d (coordinator epoch %d)",
                         len(entries), partition, coordinator_epoch)
@@ -133,6 +138,10 @@ class TransactionCoordinator:
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition]) -> ErrorCode:
+        completion = self._completions.get(transactional_id)
+        if completion is not None:
+            with trio.move_on_after(COMPLETION_WAIT_S):
+                await completion.wait()
         found = self._coordinated(transactional_id)
         if isinstance(found, ErrorCode):
             return found
@@ -189,7 +198,7 @@ class TransactionCoordinator:
         outcome = self._after_append(partition, owned, transactional_id, decision.write, error,
                                      is_epoch_fence=decision.is_epoch_fence)
         if outcome.markers is not None and outcome.complete is not None:
-            self._spawn(self._complete, partition, outcome.markers, outcome.complete)
+            self._start_completion(partition, outcome.markers, outcome.complete)
         return outcome.error if outcome.error is not E.none else decision.error
 
     async def _append(self, partition: int, transactional_id: str, write: TxnTransitMetadata) -> ErrorCode:
@@ -213,40 +222,50 @@ class TransactionCoordinator:
         owned = self.partitions.get(partition)
         return owned if owned is not None and owned.coordinator_epoch == coordinator_epoch else None
 
-    async def _complete(self, partition: int, markers: TxnMarkers, complete: TxnTransitMetadata) -> None:
+    def _start_completion(self, partition: int, markers: TxnMarkers, complete: TxnTransitMetadata) -> None:
+        done = self._completions[markers.transactional_id] = trio.Event()  # before the answer goes out
+        self._spawn(self._complete, partition, markers, complete, done)
+
+    async def _complete(self, partition: int, markers: TxnMarkers, complete: TxnTransitMetadata,
+                        done: trio.Event) -> None:
         """Write every marker, then the Complete record; stop if the partition moves away (the new
         coordinator does this again from its log)."""
         txn_id = markers.transactional_id
-        pending = set(markers.partitions)
-        while pending:
-            owned = self._still_coordinating(partition, markers.coordinator_epoch)
-            if owned is None:
-                return
-            results = await self.markers.write(markers, pending)
-            owned = self._still_coordinating(partition, markers.coordinator_epoch)
-            if owned is None:
-                return
-            for tp, code in results.items():
-                if code in (E.none, E.unknown_topic_or_partition):  # written, or the topic is gone
-                    pending.discard(tp)
-                    md = owned.entries.get(txn_id)
-                    if md is not None and tp in md.partitions:
-                        owned.entries[txn_id] = rules.marker_written(md, tp)
-                elif code in (E.invalid_producer_epoch, E.transaction_coordinator_fenced):
-                    # a newer producer epoch or coordinator took over this transaction (Kafka drops it too)
-                    logger.warning("markers of %s to %s abandoned: %s", txn_id, tp, code.name)
+        try:
+            pending = set(markers.partitions)
+            while pending:
+                owned = self._still_coordinating(partition, markers.coordinator_epoch)
+                if owned is None:
                     return
-            if pending:
-                await trio.sleep(RETRY_BACKOFF_S)
-        while True:
-            owned = self._still_coordinating(partition, markers.coordinator_epoch)
-            if owned is None:
-                return
-            error = await self._append(partition, txn_id, complete)
-            outcome = self._after_append(partition, owned, txn_id, complete, error, keep_pending_on_error=True)
-            if outcome.error in (E.none, E.not_coordinator):
-                return
-            await trio.sleep(RETRY_BACKOFF_S)  # e.g. not enough replicas for a moment: Kafka retries too
+                results = await self.markers.write(markers, pending)
+                owned = self._still_coordinating(partition, markers.coordinator_epoch)
+                if owned is None:
+                    return
+                for tp, code in results.items():
+                    if code in (E.none, E.unknown_topic_or_partition):  # written, or the topic is gone
+                        pending.discard(tp)
+                        md = owned.entries.get(txn_id)
+                        if md is not None and tp in md.partitions:
+                            owned.entries[txn_id] = rules.marker_written(md, tp)
+                    elif code in (E.invalid_producer_epoch, E.transaction_coordinator_fenced):
+                        # a newer producer epoch or coordinator took over this transaction (Kafka drops it too)
+                        logger.warning("markers of %s to %s abandoned: %s", txn_id, tp, code.name)
+                        return
+                if pending:
+                    await trio.sleep(RETRY_BACKOFF_S)
+            while True:
+                owned = self._still_coordinating(partition, markers.coordinator_epoch)
+                if owned is None:
+                    return
+                error = await self._append(partition, txn_id, complete)
+                outcome = self._after_append(partition, owned, txn_id, complete, error, keep_pending_on_error=True)
+                if outcome.error in (E.none, E.not_coordinator):
+                    return
+                await trio.sleep(RETRY_BACKOFF_S)  # e.g. not enough replicas for a moment: Kafka retries too
+        finally:
+            done.set()
+            if self._completions.get(txn_id) is done:
+                del self._completions[txn_id]
 
     # -- background work ----------------------------------------------------------------------------
     def _spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None:

@@ -94,12 +94,12 @@ def test_commit_writes_markers_to_every_partition_then_complete() -> None:
             assert await tc.init_producer_id("t", 60_000, None) == (E.none, 500, 0)
             assert await tc.add_partitions("t", 500, 0, [TP1, TP2]) is E.none
             assert await tc.end_txn("t", 500, 0, True) is E.none
-            # answered once PrepareCommit is written; the next transaction waits for Complete
-            assert await tc.add_partitions("t", 500, 0, [TP1]) is E.concurrent_transactions
-            await settle()
-            assert sorted(markers.written) == [(TP1, True, 0, 3), (TP2, True, 0, 3)]
-            assert tc.describe("t")[1].state is S.COMPLETE_COMMIT
+            # answered once PrepareCommit is written, before the markers
+            assert tc.describe("t")[1].state is S.PREPARE_COMMIT and markers.written == []
+            # the next transaction's first AddPartitionsToTxn waits for them and Complete
             assert await tc.add_partitions("t", 500, 0, [TP1]) is E.none
+            assert sorted(markers.written) == [(TP1, True, 0, 3), (TP2, True, 0, 3)]
+            assert [decode_value(v).state for _k, v in tc.state_log.records][-2:] == [S.COMPLETE_COMMIT, S.ONGOING]
             nursery.cancel_scope.cancel()
     run(main)
 
@@ -118,6 +118,23 @@ def test_markers_refused_are_retried_and_a_deleted_topic_is_skipped() -> None:
             await settle()
             assert markers.written == [(TP1, False, 0, 3)]  # third try; TP2's topic is gone
             assert tc.describe("t")[1].state is S.COMPLETE_ABORT
+            nursery.cancel_scope.cancel()
+    run(main)
+
+
+def test_the_next_transaction_waits_for_markers_only_so_long() -> None:
+    async def main():
+        markers = MemoryMarkers()
+        markers.refuse[TP1] = [E.not_leader_or_follower] * 1000
+        tc = make(markers=markers)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(tc.run)
+            await tc.init_producer_id("t", 60_000, None)
+            await tc.add_partitions("t", 500, 0, [TP1])
+            assert await tc.end_txn("t", 500, 0, True) is E.none
+            started = trio.current_time()
+            assert await tc.add_partitions("t", 500, 0, [TP2]) is E.concurrent_transactions
+            assert trio.current_time() - started == 5.0  # COMPLETION_WAIT_S
             nursery.cancel_scope.cancel()
     run(main)
 
