@@ -67,14 +67,21 @@ class Confluent:
 
     @staticmethod
     def names(exc: BaseException) -> list[str]:
+        """librdkafka's error names (and fatal / abortable) of the exception and its causes.
+        (produce() on a fenced producer raises a SystemError whose context is the KafkaException.)"""
         from confluent_kafka import KafkaError, KafkaException
 
-        if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], KafkaError):
-            err = exc.args[0]
-            return [err.name()] + (["fatal"] if err.fatal() else []) + (["abortable"] if err.txn_requires_abort() else [])
-        if isinstance(exc, KafkaError):
-            return [exc.name()]
-        return exception_names(exc)
+        names, seen = [], set()
+        while exc is not None and id(exc) not in seen:
+            seen.add(id(exc))
+            err = exc.args[0] if isinstance(exc, KafkaException) and exc.args else exc
+            if isinstance(err, KafkaError):
+                names += [err.name()] + (["fatal"] if err.fatal() else []) + (
+                    ["abortable"] if err.txn_requires_abort() else [])
+            else:
+                names.append(type(exc).__name__)
+            exc = exc.__cause__ or exc.__context__
+        return names
 
     def init(self) -> None:
         self.producer.init_transactions(CALL_TIMEOUT_S)
