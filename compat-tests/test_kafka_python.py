@@ -128,3 +128,33 @@ def test_auto_create_and_default_partitions(kbroker, kafka, kt):
     finally:
         consumer.close()
     kt.assert_records_match(msgs, consume_all(kafka, kt, kbroker, topic, [0], 1))
+
+
+def test_describe_producers(kbroker, kafka, kt):
+    """An idempotent producer shows up in DescribeProducers (KIP-664) with its epoch, last sequence
+    and last timestamp; a partition it never wrote has no producer; an unknown one is an error."""
+    topic = kt.topic_name("kp", "producers")
+    admin = _admin(kafka, kbroker)
+    try:
+        admin.create_topics({topic: {"num_partitions": 2, "replication_factor": 1}}, wait_for_metadata=True)
+        producer = kafka.KafkaProducer(bootstrap_servers=kbroker.bootstrap, enable_idempotence=True, acks="all",
+                                       max_block_ms=30000, client_id="compat-kp-idempotent", **COMMON)
+        last_ts = int(time.time() * 1000)
+        try:
+            futures = [producer.send(topic, value=b"v%d" % i, partition=0, timestamp_ms=last_ts - 5 + i)
+                       for i in range(5)]
+            producer.flush(timeout=30)
+            assert [f.get(timeout=30).offset for f in futures] == [0, 1, 2, 3, 4]
+        finally:
+            producer.close(timeout=10)
+        tp0, tp1 = kafka.TopicPartition(topic, 0), kafka.TopicPartition(topic, 1)
+        described = admin.describe_producers([tp0, tp1])
+        assert described[tp1].active_producers == []
+        [state] = described[tp0].active_producers
+        assert state.producer_id >= 0
+        assert (state.producer_epoch, state.last_sequence, state.last_timestamp) == (0, 4, last_ts - 1)
+        assert (state.coordinator_epoch, state.current_transaction_start_offset) == (-1, -1)
+        with pytest.raises(kafka.errors.UnknownTopicOrPartitionError):
+            admin.describe_producers([kafka.TopicPartition(topic, 7)], broker_id=0)
+    finally:
+        admin.close()

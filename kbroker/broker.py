@@ -120,6 +120,8 @@ class Broker:
         self.log_manager.startup()
         self.replica_manager.startup()
         self._load_groups()
+        if not self.cluster:  # in a cluster, LeaderAndIsr says which transactional ids are ours
+            self.txn_coordinator.load_led_partitions()
 
     def shutdown(self) -> None:
         self.group_coordinator.shutdown()
@@ -253,9 +255,9 @@ class Broker:
         return (await self.write_txn_markers([write]))[0]
 
     def _offsets_marker_written(self, partition: int, producer_id: int, commit: bool) -> None:
-        complete = getattr(self.group_coordinator, "complete_transaction", None)
-        if complete is not None:
-            complete(partition, producer_id, commit)
+        """A marker reached `__consumer_offsets-<partition>`: the transaction's offsets become the
+        group's, or are dropped."""
+        self.group_coordinator.complete_transaction(partition, producer_id, commit)
 
     # -- topic operations (validated here, applied through the metadata store) ---------------
     async def _brokers_for_assignment(self):

@@ -1,5 +1,5 @@
-"""Command line: `kbroker serve [--config server.properties] [--override key=value ...]`, and
-`kbroker groups ...` (consumer-group administration, `kbroker.admin.groups`)."""
+"""Command line: `kbroker serve [--config server.properties] [--override key=value ...]`, and the
+administration commands (`groups`, `topics`, `reassign`, `cluster`, `transactions`: kbroker.admin)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from kbroker.admin.groups import add_groups_command, run_groups
 from kbroker.admin.cluster_cmd import add_cluster_command, run_cluster
 from kbroker.admin.reassign import add_reassign_command, run_reassign
 from kbroker.admin.topics import add_topics_command, run_topics
+from kbroker.admin.transactions import add_transactions_command, run_transactions
 from kbroker.config import BrokerConfig
 from kbroker.dev_cluster import add_dev_cluster_command, run_dev_cluster
 from kbroker.errors import KafkaError
@@ -44,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     add_topics_command(sub)
     add_reassign_command(sub)
     add_cluster_command(sub)
+    add_transactions_command(sub)
     add_dev_cluster_command(sub)
     args = parser.parse_args(argv)
     if args.command == "groups":
@@ -54,6 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_reassign(args)
     if args.command == "cluster":
         return run_cluster(args)
+    if args.command == "transactions":
+        return run_transactions(args)
     if args.command == "dev-cluster":
         return run_dev_cluster(args)
 

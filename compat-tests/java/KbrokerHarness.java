@@ -36,6 +36,10 @@
 //       or {"call":"elect","topic":t,"partition":p,"error":"<exception class>","message":"..."};
 //       a failure of the whole call: {"call":"elect","error":...,"message":...} (exit status 0)
 //   admin <bootstrap> elect <preferred|unclean> all    -> the same with null partitions (every partition)
+//   admin <bootstrap> producers <topic> <p,p,...>
+//       describeProducers of those partitions (each asked of its leader); one JSON line per active
+//       producer, by partition: {"partition":p,"producerId":..,"producerEpoch":..,"lastSequence":..,
+//       "lastTimestamp":..,"coordinatorEpoch":..,"currentTransactionStartOffset":..} (-1 when absent)
 //   spark <bootstrap> <topic> <timeout_ms>
 //       the connector's read path: describeTopics, listOffsets earliest+latest, then per partition a
 //       consumer (group.id set, auto.offset.reset=none, no auto commit) assign+seek+poll up to latest.
@@ -88,6 +92,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.DescribeProducersResult;
 import org.apache.kafka.clients.admin.ElectLeadersResult;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
@@ -98,6 +103,7 @@ import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.NewPartitionReassignment;
 import org.apache.kafka.clients.admin.PartitionReassignment;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.OffsetSpec;
 import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
@@ -378,6 +384,21 @@ public final class KbrokerHarness {
                         for (String p : args[5].split(",")) wanted.add(new TopicPartition(args[4], Integer.parseInt(p)));
                     }
                     elect(admin, type, wanted);
+                    break;
+                }
+                case "producers": {
+                    List<TopicPartition> wanted = new ArrayList<>();
+                    for (String p : args[4].split(",")) wanted.add(new TopicPartition(args[3], Integer.parseInt(p)));
+                    Map<TopicPartition, DescribeProducersResult.PartitionProducerState> states =
+                            admin.describeProducers(wanted).all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+                    for (TopicPartition tp : wanted)
+                        for (ProducerState s : states.get(tp).activeProducers())
+                            emit("{\"partition\":" + tp.partition() + ",\"producerId\":" + s.producerId()
+                                    + ",\"producerEpoch\":" + s.producerEpoch() + ",\"lastSequence\":" + s.lastSequence()
+                                    + ",\"lastTimestamp\":" + s.lastTimestamp()
+                                    + ",\"coordinatorEpoch\":" + s.coordinatorEpoch().orElse(-1)
+                                    + ",\"currentTransactionStartOffset\":" + s.currentTransactionStartOffset().orElse(-1)
+                                    + "}");
                     break;
                 }
                 default:

@@ -612,9 +612,10 @@ class AdminClient:
     # -- offsets ----------------------------------------------------------------------------------
 
     def list_offsets(self, partitions: Iterable[TopicPartition], timestamp: int,
-                     strict: bool = True) -> dict[TopicPartition, int | None]:
+                     strict: bool = True, read_committed: bool = False) -> dict[TopicPartition, int | None]:
         """ListOffsets at each partition's leader: EARLIEST, LATEST or a timestamp in ms (None when
-        no record is that recent). With strict=False a partition that errors maps to None."""
+        no record is that recent). With strict=False a partition that errors maps to None.
+        read_committed: LATEST is the last stable offset."""
         wanted = sorted(set(partitions))
         out: dict[TopicPartition, int | None] = {}
         for attempt in range(3):  # a moved leader is looked up again
@@ -628,7 +629,7 @@ class AdminClient:
                     topics.setdefault(topic, []).append(
                         {"partition_index": partition, "current_leader_epoch": -1, "timestamp": timestamp})
                 body = self.connection(broker.host, broker.port).call(LIST_OFFSETS, {
-                    "replica_id": -1, "isolation_level": 0, "timeout": int(self.timeout * 1000),
+                    "replica_id": -1, "isolation_level": int(read_committed), "timeout": int(self.timeout * 1000),
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
                 for t in body.topics:
                     for p in t.partitions:

@@ -19,6 +19,7 @@ from kbroker.api import (
     delete_records,
     describe_cluster,
     describe_log_dirs,
+    describe_producers,
     elect_leaders,
     fetch,
     find_coordinator,
@@ -30,7 +31,9 @@ from kbroker.api import (
     produce,
     reassignments,
     topics,
+    transaction_listing,
     transactions,
+    txn_offset_commit,
 )
 from kbroker.api.context import Deferred, RequestContext
 from kbroker.errors import ErrorCode, error_code_of
@@ -92,6 +95,7 @@ DISPATCH: dict[int, ApiSpec] = {
     25: ApiSpec("AddOffsetsToTxn", 0, 4, transactions.add_offsets_to_txn),
     26: ApiSpec("EndTxn", 0, 4, transactions.end_txn),
     27: ApiSpec("WriteTxnMarkers", 1, 1, transactions.write_txn_markers),
+    28: ApiSpec("TxnOffsetCommit", 0, 4, txn_offset_commit.handle),
     32: ApiSpec("DescribeConfigs", 1, 4, configs.describe_configs),
     33: ApiSpec("AlterConfigs", 0, 2, configs.alter_configs),
     35: ApiSpec("DescribeLogDirs", 1, 4, describe_log_dirs.handle),
@@ -104,6 +108,9 @@ DISPATCH: dict[int, ApiSpec] = {
     47: ApiSpec("OffsetDelete", 0, 0, offsets.offset_delete),
     56: ApiSpec("AlterPartition", 2, 3, cluster.alter_partition, cluster_only=True),
     60: ApiSpec("DescribeCluster", 0, 1, describe_cluster.handle),
+    61: ApiSpec("DescribeProducers", 0, 0, describe_producers.handle),
+    65: ApiSpec("DescribeTransactions", 0, 0, transaction_listing.describe_transactions),
+    66: ApiSpec("ListTransactions", 0, 1, transaction_listing.list_transactions),
 }
 
 

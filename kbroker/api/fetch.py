@@ -1,5 +1,7 @@
 """Fetch: read whole batches up to the high watermark (LSO for read_committed), long-polling for
 `min_bytes` up to `max_wait`, within `max_bytes` and each partition's `partition_max_bytes`.
+A read_committed answer lists the aborted transactions overlapping the batches it returns, so the
+consumer can drop their records.
 
 Fetch sessions (KIP-227) are declined with session id 0, so every request is a full fetch, which
 every client handles. v13+ names topics by id. A follower's fetch (replica id set) reads up to the
@@ -49,6 +51,12 @@ def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool,
     return results
 
 
+def _aborted_transactions(result: FetchPartitionResult) -> list[dict] | None:
+    if result.aborted_transactions is None:
+        return None
+    return [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in result.aborted_transactions]
+
+
 async def handle(ctx: RequestContext, request) -> dict:
     session_id, session_epoch = getattr(request, "session_id", 0), getattr(request, "session_epoch", -1)  # v7+
     if session_id != 0 or session_epoch > 0:
@@ -89,7 +97,7 @@ async def handle(ctx: RequestContext, request) -> dict:
                 "high_watermark": r.high_watermark,
                 "last_stable_offset": r.last_stable_offset,
                 "log_start_offset": r.log_start_offset,
-                "aborted_transactions": [] if read_committed else None,
+                "aborted_transactions": _aborted_transactions(r),
                 "preferred_read_replica": -1,
                 "records": r.records,
             })

@@ -1,7 +1,9 @@
 """Committed offsets: OffsetCommit, OffsetFetch (v8+ several groups at once), OffsetDelete.
 
 Offsets are stored by the group coordinator in `__consumer_offsets`; this module maps request
-fields onto it and checks that each partition exists, as Kafka's request handler does.
+fields onto it and checks that each partition exists, as Kafka's request handler does. OffsetFetch
+v7+ may `require_stable`: a partition with a transaction's offsets pending then answers
+UNSTABLE_OFFSET_COMMIT (a read_committed consumer retries); without it they are not seen.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from kbroker.wire.protocol import to_ms
 INVALID_OFFSET = -1
 
 
-def _partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
+def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
     """A partition of the topic, or one a decrease retired (its consumers may still commit there)."""
     info = ctx.broker.metadata.topic(topic)
     return info is not None and (0 <= partition < info.num_partitions or ctx.broker.metadata.is_retired(topic, partition))
@@ -34,7 +36,7 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
     for topic in request.topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
-            if not _partition_exists(ctx, topic.name, p.partition_index):
+            if not partition_exists(ctx, topic.name, p.partition_index):
                 errors[tp] = ErrorCode.unknown_topic_or_partition
                 continue
             wanted[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
@@ -44,7 +46,7 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
                                                  getattr(request, "group_instance_id", None),
                                                  request.generation_id_or_member_epoch, wanted))
         if ctx.broker.cluster and any(code == ErrorCode.none for code in errors.values()):
-            await _wait_for_replication(ctx, coordinator, request.group_id, errors)
+            await wait_for_commit_replication(ctx, coordinator, request.group_id, errors)
     return {"throttle_time": 0, "topics": [
         {"name": topic.name, "partitions": [
             {"partition_index": p.partition_index, "error_code": errors[(topic.name, p.partition_index)]}
@@ -52,7 +54,7 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
         for topic in request.topics]}
 
 
-async def _wait_for_replication(ctx: RequestContext, coordinator, group_id: str,
+async def wait_for_commit_replication(ctx: RequestContext, coordinator, group_id: str,
                                 errors: dict[tuple[str, int], ErrorCode]) -> None:
     """A commit is acknowledged once the offsets partition's ISR has it (acks=all, as Kafka)."""
     rm = ctx.broker.replica_manager
@@ -73,19 +75,24 @@ async def _wait_for_replication(ctx: RequestContext, coordinator, group_id: str,
                 errors[tp] = code
 
 
-async def _fetch_group(ctx: RequestContext, group_id: str, topics) -> tuple[ErrorCode, list[dict]]:
+async def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool
+                       ) -> tuple[ErrorCode, list[dict]]:
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
-    error, found = (await ctx.broker.group_coordinator_for_request()).fetch_offsets(group_id, wanted)
+    coordinator = await ctx.broker.group_coordinator_for_request()
+    error, found = coordinator.fetch_offsets(group_id, wanted)
     if error != ErrorCode.none:
         return error, []
+    unstable = coordinator.unstable_offsets(group_id, found) if require_stable else set()
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), om in sorted(found.items()):
+        if (topic, partition) in unstable:
+            om = None
         by_topic.setdefault(topic, []).append({
             "partition_index": partition,
             "committed_offset": om.offset if om else INVALID_OFFSET,
             "committed_leader_epoch": om.leader_epoch if om else -1,
             "metadata": om.metadata if om else "",
-            "error_code": ErrorCode.none,
+            "error_code": ErrorCode.unstable_offset_commit if (topic, partition) in unstable else ErrorCode.none,
         })
     if topics is not None:  # answer in the order asked
         order = {t.name: i for i, t in enumerate(topics)}
@@ -95,13 +102,14 @@ async def _fetch_group(ctx: RequestContext, group_id: str, topics) -> tuple[Erro
 
 
 async def offset_fetch(ctx: RequestContext, request) -> dict:
+    require_stable = bool(getattr(request, "require_stable", False))  # v7+
     if ctx.version >= 8:
         groups = []
         for group in request.groups:
-            error, topics = await _fetch_group(ctx, group.group_id, group.topics)
+            error, topics = await _fetch_group(ctx, group.group_id, group.topics, require_stable)
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         return {"throttle_time": 0, "groups": groups}
-    error, topics = await _fetch_group(ctx, request.group_id, request.topics)
+    error, topics = await _fetch_group(ctx, request.group_id, request.topics, require_stable)
     if error != ErrorCode.none and ctx.version < 2 and request.topics:
         # v1 has no group-level error: every partition carries it
         topics = [{"name": t.name, "partitions": [
@@ -119,6 +127,6 @@ async def offset_delete(ctx: RequestContext, request) -> dict:
             topics.append({"name": t.name, "partitions": [
                 {"partition_index": p.partition_index,
                  "error_code": results.get((t.name, p.partition_index), ErrorCode.unknown_topic_or_partition)
-                 if _partition_exists(ctx, t.name, p.partition_index) else ErrorCode.unknown_topic_or_partition}
+                 if partition_exists(ctx, t.name, p.partition_index) else ErrorCode.unknown_topic_or_partition}
                 for p in t.partitions]})
     return {"error_code": error, "throttle_time": 0, "topics": topics}

@@ -9,20 +9,25 @@ session timeout remove a member; static members (`group.instance.id`) are replac
 Everything here is synchronous and driven by an injected clock: join and sync answers are
 delivered through callbacks when the group completes, and timeouts live in a TimerQueue that
 the server polls. Group changes and commits are written as records to `__consumer_offsets`
-through an OffsetsLog before they take effect, and replayed from it by `load_partition`.
+through an OffsetsLog before they take effect, and replayed from it by `load_partition`
+(offsets_replay). Transactional offset commits are the TxnOffsetsMixin's (txn_offsets).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Protocol
 
 from kbroker.errors import ErrorCode, KafkaError
 from kbroker.group import offsets_format as fmt
 from kbroker.group.metadata import GroupMetadata, MemberMetadata, OffsetAndMetadata
+from kbroker.group.offsets_replay import OffsetsReplay
 from kbroker.group.state import GroupState
 from kbroker.group.timers import TimerQueue
+from kbroker.group.txn_offsets import TxnOffsetsMixin, drop_pending_txn_offsets
+from kbroker.wire.internal_records import InternalBatch
+from kbroker.wire.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 
 logger = logging.getLogger(__name__)
 
@@ -98,9 +103,12 @@ class GroupSummary:
 class OffsetsLog(Protocol):
     """Where the coordinator's records go: one partition of `__consumer_offsets` per group."""
 
-    def append(self, partition: int, entries: list[tuple[bytes, bytes | None]]) -> None: ...
+    def append(self, partition: int, entries: list[tuple[bytes, bytes | None]], *,
+               producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH) -> int:
+        """Returns the batch's base offset; with a producer id, the batch is its transactional one."""
+        ...
 
-    def read(self, partition: int) -> Iterable[tuple[bytes | None, bytes | None]]: ...
+    def read_batches(self, partition: int) -> Iterable[InternalBatch]: ...
 
 
 JoinCallback = Callable[[JoinResult], None]
@@ -120,7 +128,7 @@ def _append_error(exc: KafkaError, *, for_commit: bool) -> ErrorCode:
     return code
 
 
-class GroupCoordinator:
+class GroupCoordinator(TxnOffsetsMixin):
     def __init__(self, config: GroupConfig, log: OffsetsLog, clock: Callable[[], int]) -> None:
         self.config = config
         self.log = log
@@ -619,8 +627,11 @@ class GroupCoordinator:
             self._schedule_heartbeat(group, group.members[member_id])
         return self._store_offsets(group, offsets)
 
-    def _store_offsets(self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata]
+    def _store_offsets(self, group: GroupMetadata, offsets: dict[tuple[str, int], OffsetAndMetadata], *,
+                       producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH
                        ) -> dict[tuple[str, int], ErrorCode]:
+        """Write the offsets in one batch: committed at once, or with a producer id pending in its
+        transaction (Kafka's storeOffsets)."""
         results: dict[tuple[str, int], ErrorCode] = {}
         valid: dict[tuple[str, int], OffsetAndMetadata] = {}
         for tp, om in offsets.items():
@@ -634,12 +645,17 @@ class GroupCoordinator:
                                                                 om.commit_timestamp, om.expire_timestamp)))
                        for (topic, partition), om in valid.items()]
             try:
-                self.log.append(self.partition_for(group.group_id), entries)
+                record_offset = self.log.append(self.partition_for(group.group_id), entries,
+                                                producer_id=producer_id, producer_epoch=producer_epoch)
             except KafkaError as exc:
                 code = _append_error(exc, for_commit=True)
                 results.update({tp: code for tp in valid})
             else:
-                group.offsets.update(valid)
+                written = {tp: replace(om, record_offset=record_offset) for tp, om in valid.items()}
+                if producer_id == NO_PRODUCER_ID:
+                    group.offsets.update(written)  # appended last, so newer than any other
+                else:
+                    group.pending_txn_offsets.setdefault(producer_id, {}).update(written)
                 results.update({tp: E.none for tp in valid})
         return results
 
@@ -672,6 +688,7 @@ class GroupCoordinator:
             return E.non_empty_group, {}
         if eligible:
             self._remove_offsets(group, [tp for tp in eligible if tp in group.offsets])
+            drop_pending_txn_offsets(group, eligible)
             results.update({tp: E.none for tp in eligible})
         return E.none, results
 
@@ -716,7 +733,7 @@ class GroupCoordinator:
                 logger.warning("could not expire offsets of group %s: %s", group.group_id, exc)
                 continue
             removed += len(expired)
-            if group.is_(S.EMPTY) and not group.offsets and not group.members:
+            if group.is_(S.EMPTY) and not group.offsets and not group.members and not group.pending_txn_offsets:
                 self._delete_group(group)
         return removed
 
@@ -782,6 +799,8 @@ class GroupCoordinator:
                 self._remove_offsets(group, gone)
             except KafkaError as exc:
                 logger.warning("could not remove offsets of %s for group %s: %s", topic, group.group_id, exc)
+            drop_pending_txn_offsets(group, [tp for pending in group.pending_txn_offsets.values()
+                                             for tp in pending if tp[0] == topic])
 
     # -- persistence --------------------------------------------------------------------------------
     def _store_group(self, group: GroupMetadata, assignment: dict[str, bytes]) -> ErrorCode | None:
@@ -801,40 +820,22 @@ class GroupCoordinator:
         return None
 
     def load_partition(self, partition: int) -> int:
-        """Replay one `__consumer_offsets` partition: the last record per key wins, tombstones
-        delete. Groups come back Stable with their members (who keep heartbeating) or Empty."""
+        """Replay one `__consumer_offsets` partition (offsets_replay). Groups come back Stable with
+        their members (who keep heartbeating) or Empty, with their open transactions' offsets."""
         self.loading.add(partition)
         try:
-            offsets: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
-            metadata: dict[str, fmt.GroupMetadataValue | None] = {}
-            for key_bytes, value_bytes in self.log.read(partition):
-                if key_bytes is None:
-                    continue
-                try:
-                    key = fmt.decode_key(key_bytes)
-                    if isinstance(key, fmt.OffsetKey):
-                        value = fmt.decode_offset_value(value_bytes)
-                        group_offsets = offsets.setdefault(key.group, {})
-                        if value is None:
-                            group_offsets.pop((key.topic, key.partition), None)
-                        else:
-                            group_offsets[(key.topic, key.partition)] = OffsetAndMetadata(
-                                value.offset, value.leader_epoch, value.metadata, value.commit_timestamp,
-                                value.expire_timestamp)
-                    else:
-                        metadata[key.group] = fmt.decode_group_metadata_value(value_bytes)
-                        if metadata[key.group] is None:
-                            offsets.pop(key.group, None)
-                except fmt.DecodeError as exc:
-                    logger.warning("skipping an unreadable record in __consumer_offsets-%d: %s", partition, exc)
-            for group_id in set(offsets) | set(metadata):
+            replay = OffsetsReplay(partition)
+            for batch in self.log.read_batches(partition):
+                replay.apply(batch)
+            for group_id in replay.group_ids():
                 if self.partition_for(group_id) != partition:
                     continue
-                value = metadata.get(group_id)
-                group_offsets = offsets.get(group_id, {})
-                if value is None and not group_offsets:
+                value = replay.metadata.get(group_id)
+                offsets, pending = replay.committed_of(group_id), replay.pending_of(group_id)
+                if value is None and not offsets and not pending:
                     continue
-                self.groups[group_id] = self._restore_group(group_id, value, group_offsets)
+                group = self.groups[group_id] = self._restore_group(group_id, value, offsets)
+                group.pending_txn_offsets = pending
             return sum(1 for g in self.groups if self.partition_for(g) == partition)
         finally:
             self.loading.discard(partition)

@@ -1,4 +1,5 @@
-"""One group's in-memory state: members, generation, chosen protocol, leader, committed offsets.
+"""One group's in-memory state: members, generation, chosen protocol, leader, committed offsets
+and the offsets of open transactions.
 
 Bookkeeping only (Kafka's GroupMetadata/MemberMetadata); the decisions — when to rebalance, what
 to answer — are the coordinator's. Join and sync responses are held as callbacks on the member
@@ -24,6 +25,9 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp: int
     expire_timestamp: int = -1
+    # the offset of the __consumer_offsets batch that wrote it (Kafka's appendedBatchOffset): a
+    # transaction's offset replaces a committed one only if written after it; not part of equality
+    record_offset: int = field(default=-1, compare=False)
 
 
 @dataclass(slots=True)
@@ -85,6 +89,8 @@ class GroupMetadata:
     pending_sync_members: set[str] = field(default_factory=set)
     new_member_added: bool = False
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
+    # producer id -> the offsets its open transaction wrote, committed or dropped by its marker
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     subscribed_topics: set[str] | None = None  # None: unknown (not the consumer protocol)
 
     # -- state ------------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ from kbroker.log.log_txn import (
     complete_txns,
     marker_of,
 )
-from kbroker.log.producer_state import CompletedTxn, ProducerAppendInfo, ProducerStateManager
+from kbroker.log.producer_state import ActiveProducer, CompletedTxn, ProducerAppendInfo, ProducerStateManager
 from kbroker.log.records_view import FetchDataInfo
 from kbroker.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kbroker.log.topic_partition import TopicPartition
@@ -160,6 +160,10 @@ class Log(LogLoading, LogRetention):
         """(producer id, first offset) of the aborted transactions overlapping [start_offset,
         upper_bound_offset): what a read_committed Fetch sends with the records it returns."""
         return collect_aborted_transactions(self.segments, self._bases, start_offset, upper_bound_offset)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """The producers this log's state holds, copied (DescribeProducers)."""
+        return self.producer_state.active_producers()
 
     def update_config(self, config: LogConfig) -> None:
         self.config = config
@@ -425,20 +429,24 @@ class Log(LogLoading, LogRetention):
         *,
         max_offset: int | None = None,
         min_one_message: bool = True,
+        include_aborted_txns: bool = False,
     ) -> FetchDataInfo:
         """Whole batches from the one containing `start_offset`, stopping before the batch that
         holds `max_offset` (exclusive bound such as the high watermark, which sits on a batch
         boundary; default the log end), within `max_bytes` unless `min_one_message` lets a larger
-        first batch through (KIP-74). Reads one segment, as Kafka does.
+        first batch through (KIP-74). Reads one segment, as Kafka does. With
+        `include_aborted_txns` (read_committed) the result carries the aborted transactions
+        overlapping the batches read (an empty list when none were).
         OffsetOutOfRangeError outside [log_start_offset, log_end_offset]."""
         if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
             raise OffsetOutOfRangeError(
                 f"offset {start_offset} is out of range for {self.topic_partition}: "
                 f"[{self.log_start_offset}, {self.log_end_offset}]"
             )
+        nothing = FetchDataInfo(start_offset, aborted_transactions=[] if include_aborted_txns else None)
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
         if start_offset >= limit:
-            return FetchDataInfo(start_offset)
+            return nothing
         i = max(bisect_right(self._bases, start_offset) - 1, 0)
         n = len(self.segments)
         while i < n:
@@ -450,9 +458,23 @@ class Log(LogLoading, LogRetention):
                 max_pos = seg.size if m is None else m.position
             info = seg.read(start_offset, max_bytes, max_pos, min_one_message)
             if info is not None:
+                if include_aborted_txns:
+                    info.aborted_transactions = self._aborted_transactions_of_read(start_offset, i, info)
                 return info
             i += 1
-        return FetchDataInfo(start_offset)
+        return nothing
+
+    def _aborted_transactions_of_read(self, start_offset: int, i: int, info: FetchDataInfo) -> list[AbortedTransaction]:
+        """Kafka's addAbortedTransactions for what segment `i` returned: from that segment on, up to
+        the offset after the last batch read (the next batch's base, else the next segment's, else
+        the log end). Kafka bounds by an offset index entry past the read, which may be further."""
+        if not info.records:
+            return []
+        last = info.records[-1]
+        upper_bound = self.segments[i].base_offset_at(last.position + last.size)
+        if upper_bound is None:
+            upper_bound = self._bases[i + 1] if i + 1 < len(self.segments) else self.log_end_offset
+        return collect_aborted_transactions(self.segments[i:], self._bases[i:], start_offset, upper_bound)
 
     # --- timestamps -------------------------------------------------------------------------------
 

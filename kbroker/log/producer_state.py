@@ -25,6 +25,7 @@ import struct
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from crc32c import crc32c
 
@@ -39,6 +40,7 @@ from kbroker.wire.control import EndTransactionMarker
 from kbroker.wire.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
 __all__ = [
+    "ActiveProducer",
     "BatchMetadata",
     "CompletedTxn",
     "ProducerStateEntry",
@@ -125,6 +127,17 @@ class ProducerStateEntry:
         if epoch != self.producer_epoch:
             self.batches.clear()
             self.producer_epoch = epoch
+
+
+class ActiveProducer(NamedTuple):
+    """A copy of what DescribeProducers reports of one producer (Kafka's UnifiedLog.activeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int  # -1 before its first batch
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int  # -1: no ongoing transaction
 
 
 def _in_sequence(last_seq: int, next_seq: int) -> bool:
@@ -261,6 +274,12 @@ class ProducerStateManager:
 
     def is_empty(self) -> bool:
         return not self.producers
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer the state holds (until producer.id.expiration.ms drops it), by id."""
+        return [ActiveProducer(pid, e.producer_epoch, e.last_seq, e.last_timestamp, e.coordinator_epoch,
+                               e.current_txn_first_offset)
+                for pid, e in sorted(self.producers.items())]
 
     def prepare_update(self, producer_id: int, *, validate: bool, check_sequence: bool = True) -> ProducerAppendInfo:
         return ProducerAppendInfo(producer_id, self.producers.get(producer_id), validate=validate,

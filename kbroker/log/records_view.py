@@ -8,8 +8,12 @@ file.delete.delay.ms (as Kafka delays deletion) so an in-flight sendfile never s
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kbroker.log._files import pread_upto
+
+if TYPE_CHECKING:
+    from kbroker.log.log_txn import AbortedTransaction
 
 __all__ = ["FileRecords", "FetchDataInfo"]
 
@@ -30,11 +34,13 @@ class FileRecords:
 class FetchDataInfo:
     """What a Log.read returns. `records` are consecutive file ranges (one per segment touched);
     `first_entry_incomplete` is Kafka's flag for "the first batch did not fit max_bytes" (then
-    `records` is empty)."""
+    `records` is empty); `aborted_transactions` are those overlapping `records` when the read
+    asked for them (read_committed), else None."""
 
     fetch_offset: int
     records: list[FileRecords] = field(default_factory=list)
     first_entry_incomplete: bool = False
+    aborted_transactions: list[AbortedTransaction] | None = None
 
     @property
     def size(self) -> int:

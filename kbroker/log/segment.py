@@ -261,6 +261,13 @@ class LogSegment:
             return self.base_offset, 0
         return next_offset, end
 
+    def base_offset_at(self, position: int) -> int | None:
+        """The base offset of the batch starting at `position` (a batch boundary), or None when
+        no batch does (the segment's end)."""
+        if position >= self._size:
+            return None
+        return int.from_bytes(pread_exact(self.fd, 8, position), "big", signed=True)
+
     def read_batch(self, position: int, header: BatchHeader) -> bytes:
         try:
             return pread_exact(self.fd, header.batch_length + LOG_OVERHEAD, position)

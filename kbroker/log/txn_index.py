@@ -6,7 +6,8 @@ i64 (the ABORT marker's offset), last stable offset i64 (the LSO right after the
 knows where later segments may still hold an overlapping transaction). Entries are appended in
 increasing last offset. Like Kafka the file is created on the first entry; a missing file is an
 empty index. Entries are few (one per aborted transaction), so the index is read whole when
-searched instead of being kept in memory.
+searched instead of being kept in memory; only whether it is empty is remembered, since every
+entry is written through this object.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ class TransactionIndex:
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset), and whether the
         search is complete (an entry's LSO reached the bound: no later segment can overlap)."""
+        if self._newest_last_offset() is None:
+            # Empty, as most indexes are: a read_committed fetch searches every segment from the one
+            # it read to the end, so an empty one must cost no file access once known.
+            return [], False
         out = []
         for txn in self.all_aborted_txns():
             if txn.last_offset >= fetch_offset and txn.first_offset < upper_bound_offset:
@@ -173,3 +178,5 @@ class TransactionIndex:
     def delete(self) -> None:
         self.close()
         self.path.unlink(missing_ok=True)
+        self._last_offset = None
+        self._last_loaded = True

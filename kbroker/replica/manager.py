@@ -38,6 +38,7 @@ from kbroker.errors import (
     UnknownTopicOrPartitionError,
 )
 from kbroker.log.log_manager import LogManager
+from kbroker.log.log_txn import AbortedTransaction
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.metadata.store import MetadataStore, TopicInfo
 from kbroker.replica.partition import NO_LEADER, Partition
@@ -65,6 +66,9 @@ class FetchPartitionResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    # read_committed: the aborted transactions overlapping `records` (empty when none were read);
+    # None for read_uncommitted, a follower's fetch, or an error (Kafka answers null then)
+    aborted_transactions: list[AbortedTransaction] | None = None
 
     @property
     def size(self) -> int:
@@ -367,15 +371,19 @@ class ReplicaManager:
             check_leader_epoch(partition, current_leader_epoch)
             log = partition.log
             max_offset = log.log_end_offset if replica_id >= 0 else partition.fetchable_offset(read_committed)
+            with_aborted = read_committed and replica_id < 0  # a follower copies the log whole
             result = FetchPartitionResult(tp, high_watermark=partition.high_watermark,
                                           last_stable_offset=partition.last_stable_offset,
-                                          log_start_offset=log.log_start_offset)
+                                          log_start_offset=log.log_start_offset,
+                                          aborted_transactions=[] if with_aborted else None)
             # an offset between the fetchable limit and the log end is in range; it yields nothing yet
             if log.log_start_offset <= fetch_offset and max_offset <= fetch_offset <= log.log_end_offset:
                 return result
-            info = log.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message)
+            info = log.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message,
+                            include_aborted_txns=with_aborted)
             if replica_id < 0 or not self.should_leader_throttle(partition, replica_id):
                 result.records = info.records  # a throttled follower gets nothing this time and asks again
+                result.aborted_transactions = info.aborted_transactions
             return result
         except KafkaError as exc:
             return FetchPartitionResult(tp, error=exc)

@@ -92,6 +92,16 @@ class TransactionCoordinator:
                         len(entries), partition, coordinator_epoch)
         return owned
 
+    def load_led_partitions(self) -> int:
+        """The single node at start: load every partition led here, so transactions a crash left
+        open time out and half-ended ones complete without waiting for their producer."""
+        loaded = 0
+        for partition in range(self.config.transaction_state_partitions):
+            epoch = self.state_log.leader_epoch(partition)
+            if epoch is not None and partition not in self.partitions:
+                loaded += len(self.become_leader(partition, epoch).entries)
+        return loaded
+
     def resign(self, partition: int) -> None:
         """Another broker coordinates these ids now; markers in flight stop at their next round."""
         self.partitions.pop(partition, None)

@@ -13,10 +13,9 @@ from collections.abc import Callable, Iterator
 
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.log.topic_partition import TopicPartition
-from kbroker.txn.log_format import TRANSACTION_STATE_TOPIC, build_txn_log_batch, iter_txn_log_records
-from kbroker.wire.records import iter_batch_headers, validate_batches
-
-READ_CHUNK = 1 << 20
+from kbroker.replica.internal_topic import read_internal_batches
+from kbroker.txn.log_format import TRANSACTION_STATE_TOPIC, build_txn_log_batch
+from kbroker.wire.records import validate_batches
 
 
 class TransactionStateLog:
@@ -51,16 +50,6 @@ class TransactionStateLog:
 
     def read(self, partition: int) -> Iterator[tuple[bytes | None, bytes | None]]:
         """Every (key, value) record of the partition, oldest first (the loader's replay)."""
-        log = self._leader(partition).log
-        offset = log.log_start_offset
-        end = log.log_end_offset
-        while offset < end:
-            data = log.read(offset, READ_CHUNK, max_offset=end).read_bytes()
-            next_offset = offset
-            for _pos, header in iter_batch_headers(data):
-                next_offset = header.next_offset
-            if next_offset <= offset:
-                break  # nothing readable past here (a torn tail is cut at recovery)
-            for _offset, key, value in iter_txn_log_records(data):
+        for batch in read_internal_batches(self.replicas, TopicPartition(TRANSACTION_STATE_TOPIC, partition)):
+            for _offset, key, value in batch.records:
                 yield key, value
-            offset = next_offset

@@ -5,6 +5,9 @@ sends ControlledShutdown to the controller. kio (Kafka 4 schemas) lacks them, so
 encoded by `schema_codec` from Kafka 3.9's JSON definitions in `schemas/`; `protocol` routes these
 keys there, and callers use `protocol`'s functions for them as for any other API. The versions are
 Kafka 3.9's newest, all flexible (request header v2, response header v1).
+
+`SCHEMA_APIS` adds the client APIs encoded the same way: DescribeTransactions, because kio refuses
+to decode the -1 start time Kafka answers for an id with no open transaction.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ LEADER_AND_ISR = 4
 STOP_REPLICA = 5
 UPDATE_METADATA = 6
 CONTROLLED_SHUTDOWN = 7
+DESCRIBE_TRANSACTIONS = 65
 
 
 class InterBrokerApi(NamedTuple):
@@ -29,6 +33,11 @@ APIS: dict[int, InterBrokerApi] = {
     STOP_REPLICA: InterBrokerApi(STOP_REPLICA, "stop_replica", "StopReplica", 4),
     UPDATE_METADATA: InterBrokerApi(UPDATE_METADATA, "update_metadata", "UpdateMetadata", 8),
     CONTROLLED_SHUTDOWN: InterBrokerApi(CONTROLLED_SHUTDOWN, "controlled_shutdown", "ControlledShutdown", 3),
+}
+
+SCHEMA_APIS: dict[int, InterBrokerApi] = {
+    **APIS,
+    DESCRIBE_TRANSACTIONS: InterBrokerApi(DESCRIBE_TRANSACTIONS, "describe_transactions", "DescribeTransactions", 0),
 }
 
 

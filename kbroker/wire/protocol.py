@@ -26,7 +26,7 @@ from kio.serial._implicit_defaults import get_implicit_default
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 from kio.schema.errors import ErrorCode
 
-from kbroker.wire.interbroker import APIS as INTERBROKER_APIS
+from kbroker.wire.interbroker import SCHEMA_APIS
 from kbroker.wire.request_guard import check_request_bounds
 
 API_VERSIONS_KEY = 18
@@ -50,15 +50,15 @@ class RequestHeader(NamedTuple):
 
 def api_name(api_key: int) -> str | None:
     name = api_key_map.get(api_key)
-    if name is None and api_key in INTERBROKER_APIS:
-        return INTERBROKER_APIS[api_key].name
+    if name is None and api_key in SCHEMA_APIS:
+        return SCHEMA_APIS[api_key].name
     return name
 
 
 def known_versions(api_key: int) -> range:
     """The versions kio can encode for an API (empty when the key is unknown); for an inter-broker
     API, the one version kbroker serves and sends."""
-    interbroker = INTERBROKER_APIS.get(api_key)
+    interbroker = SCHEMA_APIS.get(api_key)
     if interbroker is not None:
         return range(interbroker.version, interbroker.version + 1)
     name = api_key_map.get(api_key)
@@ -84,17 +84,17 @@ def _schema_codec(api_key: int, version: int, kind: str):
     """The schema-driven codec of an inter-broker body; `kind` is "Request" or "Response"."""
     from kbroker.wire.schema_codec import message_codec  # deferred: it imports ProtocolError from here
 
-    return message_codec(INTERBROKER_APIS[api_key].message + kind, version)
+    return message_codec(SCHEMA_APIS[api_key].message + kind, version)
 
 
 def response_class(api_key: int, version: int) -> type:
-    if api_key in INTERBROKER_APIS:
+    if api_key in SCHEMA_APIS:
         return _schema_codec(api_key, version, "Response").cls
     return _response_codec(api_key, version)[0]
 
 
 def request_class(api_key: int, version: int) -> type:
-    if api_key in INTERBROKER_APIS:
+    if api_key in SCHEMA_APIS:
         return _schema_codec(api_key, version, "Request").cls
     return _request_codec(api_key, version)[0]
 
@@ -155,7 +155,7 @@ def _skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
 
 def decode_request(header: RequestHeader, frame: bytes | memoryview, body_offset: int) -> Any:
     """Decode the body of a request whose version kio knows; ProtocolError on garbage."""
-    if header.api_key in INTERBROKER_APIS:
+    if header.api_key in SCHEMA_APIS:
         return _schema_codec(header.api_key, header.api_version, "Request").decode(frame, body_offset)[0]
     cls, reader = _request_codec(header.api_key, header.api_version)
     try:
@@ -169,7 +169,7 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview, body_offset
 
 def encode_response(header: RequestHeader, response: Any) -> bytes:
     """Response frame: size, header (v0, or v1 for flexible versions except ApiVersions), body."""
-    if header.api_key in INTERBROKER_APIS:
+    if header.api_key in SCHEMA_APIS:
         codec = _schema_codec(header.api_key, header.api_version, "Response")
         return _schema_frame(_I32.pack(header.correlation_id) + (b"\0" if header.flexible else b""), codec, response)
     _cls, writer = _response_codec(header.api_key, header.api_version)
@@ -193,7 +193,7 @@ def _client_codec(api_key: int, version: int):
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, data: Mapping[str, Any]) -> bytes:
     """A request frame (size, header v1 or v2, body built from `data`), as a client sends it."""
-    if api_key in INTERBROKER_APIS:
+    if api_key in SCHEMA_APIS:
         codec = _schema_codec(api_key, version, "Request")
         raw = None if client_id is None else client_id.encode()
         head = _HEADER.pack(api_key, version, correlation_id)
@@ -221,7 +221,7 @@ def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tu
     if len(frame) < 4:
         raise ProtocolError("response shorter than its header")
     (correlation_id,) = _I32.unpack_from(frame, 0)
-    if api_key in INTERBROKER_APIS:
+    if api_key in SCHEMA_APIS:
         codec = _schema_codec(api_key, version, "Response")
         pos = _skip_tagged_fields(frame, 4) if codec.flexible else 4
         return correlation_id, codec.decode(frame, pos)[0]

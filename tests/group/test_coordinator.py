@@ -14,6 +14,7 @@ from kbroker.group import offsets_format as fmt
 from kbroker.group.coordinator import GroupConfig, GroupCoordinator, java_string_hash, partition_for
 from kbroker.group.metadata import OffsetAndMetadata
 from kbroker.group.state import VALID_PREVIOUS, GroupState as S, IllegalStateTransition, check_transition
+from kbroker.wire.internal_records import InternalBatch
 
 
 def subscription(*topics: str) -> bytes:
@@ -24,19 +25,24 @@ def subscription(*topics: str) -> bytes:
 
 
 class MemoryOffsetsLog:
-    """An in-memory stand-in for the `__consumer_offsets` partitions (the storage seam)."""
+    """An in-memory stand-in for the `__consumer_offsets` partitions (the storage seam): one record
+    per offset, no transactions (tests/group/test_txn_offsets.py has a byte-level one for those)."""
 
     def __init__(self) -> None:
         self.partitions: dict[int, list[tuple[bytes, bytes | None]]] = {}
         self.fail_with: KafkaError | None = None
 
-    def append(self, partition, entries):
+    def append(self, partition, entries, *, producer_id=-1, producer_epoch=-1):
+        assert producer_id == -1, "a transactional commit needs the byte-level log"
         if self.fail_with is not None:
             raise self.fail_with
-        self.partitions.setdefault(partition, []).extend(entries)
+        records = self.partitions.setdefault(partition, [])
+        records.extend(entries)
+        return len(records) - len(entries)
 
-    def read(self, partition):
-        return list(self.partitions.get(partition, []))
+    def read_batches(self, partition):
+        return [InternalBatch(-1, False, False, None, [(offset, key, value)])
+                for offset, (key, value) in enumerate(self.partitions.get(partition, []))]
 
 
 class Box:

@@ -22,11 +22,10 @@ class MemoryOffsetsLog:
     def __init__(self) -> None:
         self.partitions: dict[int, list] = {}
 
-    def append(self, partition, entries):
-        self.partitions.setdefault(partition, []).extend(entries)
-
-    def read(self, partition):
-        return list(self.partitions.get(partition, []))
+    def append(self, partition, entries, **_producer):
+        records = self.partitions.setdefault(partition, [])
+        records.extend(entries)
+        return len(records) - len(entries)
 
 
 def _context(version: int, coordinator: GroupCoordinator) -> RequestContext:

@@ -13,7 +13,7 @@ from kbroker.log.config import LogConfig
 from kbroker.log.log import Log
 from kbroker.log.txn_index import AbortedTxn
 from kbroker.wire.control import ABORT, COMMIT, EndTransactionMarker, build_end_txn_marker_batch
-from kbroker.wire.records import validate_batches
+from kbroker.wire.records import iter_batch_headers, validate_batches
 
 SMALL = LogConfig(segment_bytes=700, index_interval_bytes=128, file_delete_delay_ms=0)
 
@@ -154,6 +154,46 @@ def test_follower_append_indexes_aborts(tmp_path):
     assert follower.collect_aborted_transactions(0, 3) == [(1, 0)]
 
 
+# --- reads for read_committed (Kafka's LocalLog.read with includeAbortedTxns) ---------------------------
+
+def test_read_carries_the_aborted_transactions_of_the_batches_read(tmp_path):
+    log = open_log(tmp_path)
+    a, b = Producer(1), Producer(2)
+    a.data(log)  # 0-1
+    b.data(log)  # 2-3
+    a.marker(log, COMMIT)  # 4
+    b.marker(log, ABORT)  # 5
+    Producer(3).data(log, txn=False)  # 6-7
+    hw_to_end(log)
+    assert log.read(0, 10**6, include_aborted_txns=True).aborted_transactions == [(2, 2)]
+    assert log.read(0, 10**6).aborted_transactions is None  # read_uncommitted does not ask
+    assert log.read(6, 10**6, include_aborted_txns=True).aborted_transactions == []  # aborted before the range
+    # only the first batch fits: the range ends before the aborted transaction starts
+    first_only = log.read(0, 1, include_aborted_txns=True)
+    assert first_only.size and first_only.aborted_transactions == []
+    assert log.read(2, 1, include_aborted_txns=True).aborted_transactions == [(2, 2)]
+    # nothing read: an empty list, not None (Kafka's emptyFetchDataInfo)
+    assert log.read(8, 10**6, include_aborted_txns=True).aborted_transactions == []
+    assert log.read(0, 10**6, max_offset=0, include_aborted_txns=True).aborted_transactions == []
+    assert log.read(0, 1, min_one_message=False, include_aborted_txns=True).aborted_transactions == []
+
+
+def test_an_abort_in_a_later_segment_is_found_from_the_segment_read(tmp_path):
+    log = open_log(tmp_path)
+    a, plain = Producer(1), Producer(2)
+    a.data(log)  # 0-1: the transaction starts in the first segment...
+    while len(log.segments) < 3:
+        plain.data(log, 4, txn=False)
+    a.marker(log, ABORT)  # ...and its marker, so its index entry, lands in the third
+    hw_to_end(log)
+    assert log.segments[0].txn_index.all_aborted_txns() == []
+    info = log.read(0, 10**6, include_aborted_txns=True)
+    assert info.records[0].fd == log.segments[0].fd  # one segment read
+    assert info.aborted_transactions == [(1, 0)]
+    later = log.segments[1].base_offset
+    assert log.read(later, 10**6, include_aborted_txns=True).aborted_transactions == [(1, 0)]  # still open there
+
+
 # --- properties ---------------------------------------------------------------------------------------
 
 ops = st.lists(st.tuples(st.integers(0, 3), st.sampled_from(["data", "commit", "abort", "plain"]),
@@ -198,6 +238,13 @@ def check(log, model):
         for upper in range(start, end + 2, 4):
             expected = [(pid, first) for pid, first, last in model.aborted if last >= start and first < upper]
             assert log.collect_aborted_transactions(start, upper) == expected
+    for start in range(0, end + 1):  # a read_committed read: the aborts overlapping the batches it returns
+        info = log.read(start, 200, max_offset=log.last_stable_offset, include_aborted_txns=True)
+        data = info.read_bytes()
+        last_read = max((h.last_offset for _, h in iter_batch_headers(data)), default=None)
+        expected = [] if last_read is None else \
+            [(pid, first) for pid, first, last in model.aborted if last >= start and first <= last_read]
+        assert info.aborted_transactions == expected
 
 
 @PROFILE

@@ -46,3 +46,19 @@ def test_torn_tail_and_sanity(tmp_path):
     path.write_bytes(AbortedTxn(1, 0, 5, 6).pack())  # ends below the segment
     with pytest.raises(CorruptTxnIndexError):
         TransactionIndex(path, 10).sanity_check()
+
+
+def test_an_empty_index_is_searched_without_file_access(tmp_path, monkeypatch):
+    idx = TransactionIndex(tmp_path / "00000000000000000000.txnindex", 0)
+    assert idx.collect_aborted_txns(0, 100) == ([], False)  # learns the file is missing
+    reads = []
+    real_read = TransactionIndex._read
+    monkeypatch.setattr(TransactionIndex, "_read", lambda self: reads.append(1) or real_read(self))
+    for _ in range(3):
+        assert idx.collect_aborted_txns(0, 100) == ([], False)
+    assert reads == []
+    idx.append(AbortedTxn(1, 2, 3, 4))  # entries go through the index, so it knows it is no longer empty
+    assert idx.collect_aborted_txns(0, 100) == ([AbortedTxn(1, 2, 3, 4)], False)
+    idx.truncate_to(0)
+    assert idx.collect_aborted_txns(0, 100) == ([], False)
+    idx.close()

@@ -10,6 +10,7 @@ from kbroker.log.log_manager import LogManager
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.metadata.store import BrokerInfo, LocalMetadataStore
 from kbroker.replica.manager import ReplicaManager
+from kbroker.wire.control import ABORT, COMMIT, EndTransactionMarker, build_end_txn_marker_batch
 from kbroker.wire.records import Record, build_batch, validate_batches
 from kbroker.config import log_config_for
 import pytest
@@ -74,3 +75,39 @@ def test_parked_fetch_times_out(rm):
         return await rm.wait_for_data([TopicPartition("t", 0)], 5), trio.current_time()
 
     assert trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0)) == (False, 5)
+
+
+def _txn_batch(partition, pid, seq, n=2):
+    buf = bytearray(build_batch([Record(i, 0, None, b"t", []) for i in range(n)], producer_id=pid, producer_epoch=0,
+                                base_sequence=seq, is_transactional=True))
+    return partition.append_records_to_leader(buf, validate_batches(buf), 1)
+
+
+def _marker(partition, pid, control_type):
+    buf = bytearray(build_end_txn_marker_batch(EndTransactionMarker(control_type, 0), producer_id=pid,
+                                               producer_epoch=0, timestamp=1_000))
+    return partition.append_records_to_leader(buf, validate_batches(buf, from_client=False), 1, from_client=False)
+
+
+def test_read_committed_returns_the_aborted_transactions_of_the_range(rm):
+    rm.metadata.create_topic("t", [[0]], {})
+    tp = TopicPartition("t", 0)
+    partition = rm.get_leader_partition(tp)
+    _txn_batch(partition, 1, 0)  # 0-1 committed
+    _txn_batch(partition, 2, 0)  # 2-3 aborted
+    _marker(partition, 1, COMMIT)  # 4
+    _marker(partition, 2, ABORT)  # 5
+    _txn_batch(partition, 2, 2)  # 6-7: a new transaction, still open, so beyond the LSO
+    assert partition.last_stable_offset == 6
+
+    committed = rm.read_partition(tp, 0, 1 << 20, read_committed=True, min_one_message=True)
+    assert committed.aborted_transactions == [(2, 2)]
+    assert committed.size and committed.records[-1].size  # up to the LSO
+    uncommitted = rm.read_partition(tp, 0, 1 << 20, read_committed=False, min_one_message=True)
+    assert uncommitted.aborted_transactions is None and uncommitted.size > committed.size
+    at_lso = rm.read_partition(tp, 6, 1 << 20, read_committed=True, min_one_message=True)
+    assert (at_lso.records, at_lso.aborted_transactions) == ([], [])  # nothing read, nothing aborted
+    follower = rm.read_partition(tp, 0, 1 << 20, read_committed=True, min_one_message=True, replica_id=1)
+    assert follower.aborted_transactions is None  # a follower copies the log, markers and all
+    unknown = rm.read_partition(TopicPartition("nope", 0), 0, 1 << 20, read_committed=True, min_one_message=True)
+    assert unknown.error is not None and unknown.aborted_transactions is None
