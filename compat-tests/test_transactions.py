@@ -15,8 +15,8 @@ kafka-clients 3.9 KafkaProducer/KafkaConsumer, aiokafka, kafka-python).
 4. SIGKILL of the broker in the middle of a transaction, restart on the same data dir: the
    transaction is all or nothing at read_committed; the old producer's commit, or a new producer
    with the same id, goes on from there.
-5. offsets sent to a transaction (TxnOffsetCommit) appear in the group only after the commit, and
-   not at all after an abort.
+5. offsets sent to a transaction (TxnOffsetCommit) appear in the group (OffsetFetch, and a member's
+   committed() asking for stable offsets) only after the commit, and not at all after an abort.
 """
 
 from __future__ import annotations
@@ -299,6 +299,7 @@ def test_offsets_sent_to_a_transaction_appear_only_after_its_commit(kt, kbroker,
     p.commit()
     kt.wait_until(lambda: tk.group_offsets(kbroker.bootstrap, group, topic) == {0: 5, 1: 7}, 15,
                   "the committed transaction's offsets {0: 5, 1: 7} in the group")
+    assert tk.committed(kbroker.bootstrap, group, topic, range(PARTITIONS)) == {0: 5, 1: 7}
 
     p.begin()
     p.send(tk.values("consumed-2", 2, PARTITIONS))
@@ -310,3 +311,5 @@ def test_offsets_sent_to_a_transaction_appear_only_after_its_commit(kt, kbroker,
         assert tk.group_offsets(kbroker.bootstrap, group, topic) == {0: 5, 1: 7}, "aborted offsets became visible"
         time.sleep(0.2)
     _settled_ends(kt, kbroker, topic)
+    assert tk.committed(kbroker.bootstrap, group, topic, range(PARTITIONS)) == {0: 5, 1: 7}, \
+        "a group member's committed() after the abort"

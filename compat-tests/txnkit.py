@@ -465,10 +465,23 @@ def group_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
 
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
     try:
-        offsets = admin.list_consumer_group_offsets(group)
+        offsets = admin.list_group_offsets([group]).get(group, {})
     finally:
         admin.close()
     return {tp.partition: om.offset for tp, om in offsets.items() if tp.topic == topic and om.offset >= 0}
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: Iterable[int]) -> dict[int, int]:
+    """A group member's view: confluent-kafka `Consumer.committed()`, whose OffsetFetch asks for stable
+    offsets (librdkafka's read_committed default): it waits while a transaction's offsets are pending."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        tps = consumer.committed([TopicPartition(topic, p) for p in partitions], timeout=20)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in tps if tp.offset >= 0}
 
 
 def expected_by_partition(acks: Iterable[tuple[int, int, str]]) -> dict[int, list[tuple[int, str]]]:
