@@ -1,5 +1,6 @@
 // Small driver for the stock Java kafka-clients 3.9.0, used by compat-tests/test_java.py,
-// test_groups_java.py, test_cluster_java.py and test_cluster_java_admin.py.
+// test_groups_java.py, test_cluster_java.py, test_cluster_java_admin.py and (through txnkit.py)
+// test_transactions.py and test_cluster_transactions.py.
 //
 // It makes exactly the calls Spark's Kafka connector makes: Admin describeTopics / listOffsets on
 // the driver, KafkaConsumer.assign + seek + poll on executors, an idempotent KafkaProducer for
@@ -55,6 +56,19 @@
 //       limit) or SIGTERM; then flush and close. JSON lines on stdout, from the send callbacks (so in
 //       offset order per partition): {"event":"acked","partition":p,"offset":o,"value":"v<i>"} and
 //       {"event":"failed","value":"v<i>","error":"..."}; last {"event":"closed","sent":n} (exit status 0).
+//   txn-producer <bootstrap> <topic> <transactional.id> <transaction.timeout.ms>
+//       a transactional KafkaProducer (acks=all) driven by compat-tests/txnkit.py, one command a line
+//       on stdin, one JSON line on stdout per command: init (initTransactions), begin, commit, abort,
+//       send <p>:<value>[,<p>:<value>...] (key = value; sent, flushed, then every future awaited:
+//       "acks":[[p,offset],...] in send order), offsets <group> <p>:<offset>[,...]
+//       (sendOffsetsToTransaction with new ConsumerGroupMetadata(group)), close. Answer:
+//       {"op":"<cmd>","ok":true[,"acks":...]} or {"op":"<cmd>","ok":false,"error":"<class>: <message>",
+//       "names":[<class of the exception and of each cause>]}; the producer is closed at "close" or EOF.
+//   txn-read <bootstrap> <topic> <read_committed|read_uncommitted> <timeout_ms> <p>:<end>[,...]
+//       assign those partitions, seekToBeginning, poll until every position reaches its end (or the
+//       timeout); JSON lines: {"event":"record","partition":p,"offset":o,"key":"..","value":".."} per
+//       record, then {"event":"done","positions":{"p":o},"end_offsets":{"p":o}} (end_offsets: the
+//       consumer's own endOffsets at its isolation level, taken before the first poll).
 //
 // Any failure: "ERROR <class>: <message>" on stdout and exit status 1.
 
@@ -83,6 +97,7 @@ import org.apache.kafka.clients.admin.ElectLeadersResult;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.common.errors.WakeupException;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -125,6 +140,12 @@ public final class KbrokerHarness {
                 case "spark": spark(args[1], args[2], Long.parseLong(args[3])); break;
                 case "acked-producer":
                     ackedProducer(args[1], args[2], Long.parseLong(args[3]), Long.parseLong(args[4]));
+                    break;
+                case "txn-producer":
+                    txnProducer(args[1], args[2], args[3], Integer.parseInt(args[4]));
+                    break;
+                case "txn-read":
+                    txnRead(args[1], args[2], args[3], Long.parseLong(args[4]), args[5]);
                     break;
                 case "group-member":
                     groupMember(args[1], args[2], args[3], args[4], args.length > 5 ? args[5] : null);
@@ -464,6 +485,128 @@ public final class KbrokerHarness {
             }
         }
         System.out.println("DONE " + got);
+    }
+
+    // ---- transactions: a scripted transactional producer and a reader at an isolation level ----
+
+    static String causeNames(Throwable t) {
+        StringBuilder sb = new StringBuilder("[");
+        java.util.Set<Throwable> seen = new java.util.HashSet<>();
+        for (Throwable c = t; c != null && seen.add(c); c = c.getCause()) {
+            if (sb.length() > 1) sb.append(',');
+            sb.append(jsonString(c.getClass().getName()));
+        }
+        return sb.append(']').toString();
+    }
+
+    static void txnProducer(String bootstrap, String topic, String transactionalId, int timeoutMs) throws Exception {
+        Properties p = common(bootstrap);
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(timeoutMs));
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        try (KafkaProducer<byte[], byte[]> producer =
+                     new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer())) {
+            String line;
+            while ((line = in.readLine()) != null) {
+                String[] f = line.trim().split(" ");
+                String op = f[0];
+                if (op.isEmpty()) continue;
+                if ("close".equals(op)) break;
+                String head = "{\"op\":" + jsonString(op);
+                try {
+                    String extra = "";
+                    switch (op) {
+                        case "init": producer.initTransactions(); break;
+                        case "begin": producer.beginTransaction(); break;
+                        case "commit": producer.commitTransaction(); break;
+                        case "abort": producer.abortTransaction(); break;
+                        case "send": {
+                            List<Future<RecordMetadata>> futures = new ArrayList<>();
+                            for (String pv : f[1].split(",")) {
+                                String[] x = pv.split(":", 2);
+                                byte[] v = x[1].getBytes(StandardCharsets.UTF_8);
+                                futures.add(producer.send(new ProducerRecord<>(topic, Integer.parseInt(x[0]), v, v)));
+                            }
+                            producer.flush();
+                            StringBuilder acks = new StringBuilder();
+                            for (Future<RecordMetadata> fut : futures) {
+                                RecordMetadata md = fut.get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+                                acks.append(acks.length() > 0 ? "," : "").append('[').append(md.partition())
+                                        .append(',').append(md.offset()).append(']');
+                            }
+                            extra = ",\"acks\":[" + acks + "]";
+                            break;
+                        }
+                        case "offsets": {
+                            Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                            for (String po : f[2].split(",")) {
+                                String[] x = po.split(":");
+                                offsets.put(new TopicPartition(topic, Integer.parseInt(x[0])),
+                                        new OffsetAndMetadata(Long.parseLong(x[1])));
+                            }
+                            producer.sendOffsetsToTransaction(offsets, new ConsumerGroupMetadata(f[1]));
+                            break;
+                        }
+                        default: throw new IllegalArgumentException("unknown txn-producer command " + op);
+                    }
+                    emit(head + ",\"ok\":true" + extra + "}");
+                } catch (Exception e) {
+                    Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                    emit(head + ",\"ok\":false,\"error\":" + jsonString(cause.getClass().getName() + ": "
+                            + cause.getMessage()) + ",\"names\":" + causeNames(e) + "}");
+                }
+            }
+            producer.close(Duration.ofSeconds(5));
+        }
+        emit("{\"op\":\"close\",\"ok\":true}");
+    }
+
+    static String offsetsJson(Map<TopicPartition, Long> m) {
+        StringBuilder sb = new StringBuilder("{");
+        new TreeMap<>(m.entrySet().stream().collect(java.util.stream.Collectors.toMap(
+                e -> e.getKey().partition(), Map.Entry::getValue))).forEach((part, off) ->
+                sb.append(sb.length() > 1 ? "," : "").append('"').append(part).append("\":").append(off));
+        return sb.append('}').toString();
+    }
+
+    static void txnRead(String bootstrap, String topic, String isolation, long timeoutMs, String ends) {
+        Properties p = common(bootstrap);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        Map<TopicPartition, Long> want = new HashMap<>();
+        for (String pe : ends.split(",")) {
+            String[] x = pe.split(":");
+            want.put(new TopicPartition(topic, Integer.parseInt(x[0])), Long.parseLong(x[1]));
+        }
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            c.assign(want.keySet());
+            c.seekToBeginning(want.keySet());
+            Map<TopicPartition, Long> clientEnds = c.endOffsets(want.keySet(), Duration.ofSeconds(CALL_TIMEOUT_S));
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            Map<TopicPartition, Long> positions = new HashMap<>();
+            while (true) {
+                boolean done = true;
+                for (TopicPartition tp : want.keySet()) {
+                    long pos = c.position(tp, Duration.ofSeconds(CALL_TIMEOUT_S));
+                    positions.put(tp, pos);
+                    if (pos < want.get(tp)) done = false;
+                }
+                if (done || System.currentTimeMillis() >= deadline) break;
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) {
+                    emit("{\"event\":\"record\",\"partition\":" + r.partition() + ",\"offset\":" + r.offset()
+                            + ",\"key\":" + jsonString(r.key() == null ? "" : new String(r.key(), StandardCharsets.UTF_8))
+                            + ",\"value\":" + jsonString(r.value() == null ? "" : new String(r.value(), StandardCharsets.UTF_8))
+                            + "}");
+                }
+            }
+            emit("{\"event\":\"done\",\"positions\":" + offsetsJson(positions) + ",\"end_offsets\":"
+                    + offsetsJson(clientEnds) + "}");
+        }
     }
 
     // ---- a consumer-group member ------------------------------------------------------------
