@@ -24,10 +24,11 @@ pytestmark = pytest.mark.timeout(120)
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "eos_transform.py"
 KBROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}  # the first join is not what is tested
 PARTITIONS = 3
-RECORDS = 3000
+RECORDS = 4500
 KEYS = 30
 KILLS = 10
-BATCH = 50             # records per transaction at most: 60+ transactions, kills land among them
+BATCH = 15             # records per transaction at most: 300 transactions, so the kills (which can land a dozen
+                       # commits late on a loaded machine) all fall among them
 RUN_S = 15.0           # bound on each run up to its kill point
 FINAL_S = 45.0         # bound on the last run, which processes what is left and exits when idle
 
