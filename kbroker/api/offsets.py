@@ -26,14 +26,13 @@ def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
     return info is not None and (0 <= partition < info.num_partitions or ctx.broker.metadata.is_retired(topic, partition))
 
 
-async def offset_commit(ctx: RequestContext, request) -> dict:
-    coordinator = (await ctx.broker.group_coordinator_for_request())
-    now = time.time_ns() // 1_000_000
-    retention = to_ms(getattr(request, "retention_time", None))  # v2-v4 only; kio decodes it as a timedelta
-    expire = now + retention if retention >= 0 else -1
+def requested_offsets(ctx: RequestContext, topics, now: int, expire: int = -1
+                      ) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], OffsetAndMetadata]]:
+    """(errors, offsets) of an OffsetCommit's or TxnOffsetCommit's partitions: a partition that does
+    not exist is UNKNOWN_TOPIC_OR_PARTITION, the others' offsets are to be committed."""
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for topic in request.topics:
+    for topic in topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
             if not partition_exists(ctx, topic.name, p.partition_index):
@@ -41,6 +40,15 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
                 continue
             wanted[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
                                            p.committed_metadata or "", now, expire)
+    return errors, wanted
+
+
+async def offset_commit(ctx: RequestContext, request) -> dict:
+    coordinator = (await ctx.broker.group_coordinator_for_request())
+    now = time.time_ns() // 1_000_000
+    retention = to_ms(getattr(request, "retention_time", None))  # v2-v4 only; kio decodes it as a timedelta
+    expire = now + retention if retention >= 0 else -1
+    errors, wanted = requested_offsets(ctx, request.topics, now, expire)
     if wanted:
         errors.update(coordinator.commit_offsets(request.group_id, request.member_id,
                                                  getattr(request, "group_instance_id", None),

@@ -13,24 +13,14 @@ from __future__ import annotations
 import time
 
 from kbroker.api.context import RequestContext
-from kbroker.api.offsets import partition_exists, wait_for_commit_replication
+from kbroker.api.offsets import requested_offsets, wait_for_commit_replication
 from kbroker.errors import ErrorCode
-from kbroker.group.metadata import OffsetAndMetadata
 
 
 async def handle(ctx: RequestContext, request) -> dict:
     coordinator = await ctx.broker.group_coordinator_for_request()
     now = time.time_ns() // 1_000_000
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    wanted: dict[tuple[str, int], OffsetAndMetadata] = {}
-    for topic in request.topics:
-        for p in topic.partitions:
-            tp = (topic.name, p.partition_index)
-            if not partition_exists(ctx, topic.name, p.partition_index):
-                errors[tp] = ErrorCode.unknown_topic_or_partition
-                continue
-            wanted[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                           p.committed_metadata or "", now)
+    errors, wanted = requested_offsets(ctx, request.topics, now)
     if wanted:
         errors.update(coordinator.commit_txn_offsets(
             request.group_id, request.producer_id, request.producer_epoch, getattr(request, "member_id", ""),
