@@ -18,7 +18,14 @@ from kbroker.wire.records import Record, build_batch
 ck = require_module("confluent_kafka")
 
 KBROKER_OVERRIDES = {"num.partitions": "1"}
-INIT_PRODUCER_ID, PRODUCE = 22, 0
+INIT_PRODUCER_ID, PRODUCE, FIND_COORDINATOR = 22, 0, 10
+
+
+def find_txn_coordinator(conn, transactional_id: str) -> None:
+    """What a transactional producer asks first; it creates `__transaction_state` on first use."""
+    body = conn.call(FIND_COORDINATOR, {"key": transactional_id, "key_type": 1,
+                                        "coordinator_keys": [transactional_id]}, 4)
+    assert body.coordinators[0].error_code == 0
 
 
 def cli(broker, *args: str) -> subprocess.CompletedProcess:
@@ -81,6 +88,7 @@ def test_a_hanging_transaction_is_found_and_aborted(kbroker):
     with AdminClient(kbroker.bootstrap, timeout=20) as admin:
         admin.create_topic(topic, partitions=1)
         coordinator = admin.connection(kbroker.host, kbroker.port)
+        find_txn_coordinator(coordinator, "cli-hanging-producer")
         # a producer id and epoch from the coordinator, then a transactional send it never hears of
         init = coordinator.call(INIT_PRODUCER_ID, {"transactional_id": "cli-hanging-producer",
                                                    "transaction_timeout": 60000, "producer_id": -1,
@@ -117,3 +125,43 @@ def test_a_hanging_transaction_is_found_and_aborted(kbroker):
         again = cli(kbroker, "abort", "--topic", topic, "--partition", "0", "--start-offset", "0")
         assert again.returncode == 1 and "no open transaction" in again.stderr
     assert _read_committed(kbroker, topic, expect=1) == [b"committed"]
+
+
+def test_add_partitions_v4_and_v5_batch_transactions_and_verify(kbroker):
+    """The brokers' form of AddPartitionsToTxn (v4+: several transactions per request, verify-only
+    entries that change nothing), sent raw: no stock client sends it."""
+    topic = "cli-v4"
+    add = 24
+    with AdminClient(kbroker.bootstrap, timeout=20) as admin:
+        admin.create_topic(topic, partitions=2)
+        conn = admin.connection(kbroker.host, kbroker.port)
+        ids = {}
+        for tid in ("v4-a", "v4-b"):
+            find_txn_coordinator(conn, tid)
+            init = conn.call(INIT_PRODUCER_ID, {"transactional_id": tid, "transaction_timeout": 60000,
+                                                "producer_id": -1, "producer_epoch": -1}, 4)
+            assert init.error_code == 0
+            ids[tid] = (init.producer_id, init.producer_epoch)
+
+        def entry(tid, verify, partitions, producer=None):
+            pid, epoch = producer or ids[tid]
+            return {"transactional_id": tid, "producer_id": pid, "producer_epoch": epoch, "verify_only": verify,
+                    "topics": [{"name": topic, "partitions": partitions}]}
+
+        def codes(body):
+            assert body.error_code == 0
+            return {r.transactional_id: {p.partition_index: p.partition_error_code
+                                         for t in r.topic_results for p in t.results_by_partition}
+                    for r in body.results_by_transaction}
+
+        first = conn.call(add, {"transactions": [entry("v4-a", False, [0, 1]), entry("v4-b", True, [0])]}, 4)
+        assert codes(first) == {"v4-a": {0: 0, 1: 0}, "v4-b": {0: 120}}  # b has no transaction: TRANSACTION_ABORTABLE
+        verify = conn.call(add, {"transactions": [entry("v4-a", True, [0, 1])]}, 5)
+        assert codes(verify) == {"v4-a": {0: 0, 1: 0}}
+        stranger = conn.call(add, {"transactions": [entry("v4-b", False, [0], producer=(ids["v4-b"][0] + 999, 0))]}, 5)
+        assert codes(stranger) == {"v4-b": {0: 49}}  # INVALID_PRODUCER_ID_MAPPING
+        described = json.loads(cli(kbroker, "describe", "--transactional-id", "v4-a", "--output", "json").stdout)[0]
+        assert described["TransactionState"] == "Ongoing"
+        assert described["TopicPartitions"] == f"{topic}-0,{topic}-1"
+        assert json.loads(cli(kbroker, "describe", "--transactional-id", "v4-b",
+                              "--output", "json").stdout)[0]["TransactionState"] == "Empty"
