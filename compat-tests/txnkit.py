@@ -39,6 +39,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
+from conftest import frame, recv_frame, request_header_v1
+
 HERE = Path(__file__).resolve().parent
 FAMILIES = ("confluent", "java", "aiokafka", "kafka-python")
 MODULES = {"confluent": "confluent_kafka", "aiokafka": "aiokafka", "kafka-python": "kafka"}
@@ -388,26 +390,13 @@ def _string(s: str) -> bytes:
 
 def _call(address: str, api_key: int, version: int, body: bytes, timeout: float = 10) -> bytes:
     host, port = address.rsplit(":", 1)
-    header = struct.pack(">hhi", api_key, version, 77) + _string("txnkit")
-    payload = header + body
     with socket.create_connection((host, int(port)), timeout=timeout) as s:
         s.settimeout(timeout)
-        s.sendall(struct.pack(">i", len(payload)) + payload)
-        size = struct.unpack(">i", _recv(s, 4))[0]
-        response = _recv(s, size)
+        s.sendall(frame(request_header_v1(api_key, version, 77, b"txnkit") + body))
+        response = recv_frame(s)
     (corr,) = struct.unpack_from(">i", response, 0)
     assert corr == 77, f"correlation id {corr}"
     return response[4:]
-
-
-def _recv(s: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(buf)} of {n} bytes")
-        buf += chunk
-    return bytes(buf)
 
 
 def list_offsets(addresses: str | dict[int, str], topic: str, partitions: Iterable[int], isolation: str) -> dict[int, int]:
