@@ -43,6 +43,9 @@ class _FdReader:
     def tell(self) -> int:
         return self.position
 
+    def close(self) -> None:
+        """The fd is the caller's to close."""
+
 
 class S3RemoteStorageManager(RemoteStorageManager):
     def __init__(self, settings: dict[str, str]) -> None:
