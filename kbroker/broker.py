@@ -41,6 +41,8 @@ from kbroker.metadata.store import (
 from kbroker.replica.manager import ReplicaManager
 from kbroker.replica.txn_markers import MarkerWrite, write_markers
 from kbroker.metadata.cluster import ClusterMetadataStore
+from kbroker.tiered.manager import RemoteLogManager
+from kbroker.tiered.store import load_store
 from kbroker.txn.coordinator import TransactionCoordinator
 from kbroker.txn.coordinator_rules import TransactionConfig, TxnMarkers
 from kbroker.txn.log_format import TRANSACTION_STATE_TOPIC
@@ -102,6 +104,11 @@ class Broker:
             self.metadata = LocalMetadataStore(log_dirs[0], self.info, config.get("cluster.id"))
         self.replica_manager = ReplicaManager(self.node_id, config, self.log_manager, self.metadata,
                                               cluster=self.cluster)
+        self.remote_log_manager = None  # tiered storage (KIP-405), when remote.log.storage.system.enable
+        if config.get("remote.log.storage.system.enable"):
+            self.remote_log_manager = RemoteLogManager(config, load_store(config),
+                                                       lambda: list(self.replica_manager.partitions.values()), now_ms)
+            self.replica_manager.remote_storage = self.remote_log_manager
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = GroupCoordinator(_group_config(config), PartitionOffsetsLog(self.replica_manager, now_ms),
                                                   now_ms)
@@ -127,6 +134,8 @@ class Broker:
         self.group_coordinator.shutdown()
         self.replica_manager.shutdown()
         self.log_manager.shutdown()
+        if self.remote_log_manager is not None:
+            self.remote_log_manager.close()
 
     def delete_stray_logs(self) -> int:
         """After a full UpdateMetadata: logs this broker holds that the cluster no longer places
@@ -272,7 +281,7 @@ class Broker:
         """Validate and create a topic; in a cluster, wait up to `wait_s` for its leaders (CreateTopics)."""
         validate_topic_name(name)
         configs = {k: v for k, v in (configs or {}).items() if v is not None}
-        validate_topic_configs(configs)
+        validate_topic_configs(configs, self.config)
         if self.metadata.topic(name) is not None:
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
         brokers = await self._brokers_for_assignment()

@@ -68,8 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     except (KafkaError, OSError) as exc:
         print(f"kbroker: {exc}", file=sys.stderr)
         return 2
+    store_prefix = config.get("remote.log.storage.manager.impl.prefix")  # the archive store's own keys
     for key in config.unknown:
-        logging.getLogger("kbroker.config").warning("ignoring unknown config %s", key)
+        if not key.startswith(store_prefix):
+            logging.getLogger("kbroker.config").warning("ignoring unknown config %s", key)
     _raise_open_files_limit()
     from kbroker.server.server import serve
 
@@ -85,10 +87,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _startup_error(exc: BaseException) -> BaseException | None:
-    """The ZooKeeper failure inside (possibly nested) exception groups, if that is what ended the run."""
+    """The ZooKeeper or archive store failure inside (possibly nested) exception groups, if that is
+    what ended the run."""
+    from kbroker.tiered.store import StoreError
     from kbroker.zookeeper.znodes import ZkError
 
-    if isinstance(exc, ZkError):
+    if isinstance(exc, (ZkError, StoreError)):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:

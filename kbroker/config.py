@@ -234,6 +234,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("offsets.commit.timeout.ms", _I, 5000, "How long a commit waits for the offsets partition's ISR.",
                   _at_least(1)),
         ConfigDef("shutdown.timeout.ms", _L, 30000, "Deadline for in-flight requests on shutdown (kbroker)."),
+        # tiered storage (KIP-405): the archive's store takes its own keys under the prefix (rsm.config.*)
+        ConfigDef("remote.log.storage.system.enable", _B, False, "Allow topics to archive closed segments "
+                  "(remote.storage.enable) and serve history from the archive."),
+        ConfigDef("remote.log.manager.task.interval.ms", _L, 30000, "How often segments are archived and the "
+                  "archive's retention runs.", _at_least(1)),
+        ConfigDef("remote.log.storage.manager.class.name", _S, "directory", "The archive's store: directory "
+                  "(built in), s3 (the s3 extra), or a module.Class path."),
+        ConfigDef("remote.log.storage.manager.impl.prefix", _S, "rsm.config.",
+                  "Prefix of the store's own settings (rsm.config.dir, rsm.config.s3.bucket, ...)."),
+        ConfigDef("remote.log.reader.threads", _I, 10, "Archive reads served at once.", _at_least(1)),
+        ConfigDef("log.local.retention.ms", _L, -2, "How long archived segments stay local; -2 = log.retention.ms.",
+                  _at_least(-2)),
+        ConfigDef("log.local.retention.bytes", _L, -2, "Local bytes kept of an archived partition; "
+                  "-2 = log.retention.bytes.", _at_least(-2)),
     ]
 }
 
@@ -274,6 +288,13 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
         (ConfigDef("follower.replication.throttled.replicas", _LIST, [], "Replicas (partition:broker,... or *) "
                    "whose followers throttle replication to follower.replication.throttled.rate.",
                    _throttled_replicas), ()),
+        # tiered storage (KIP-405)
+        (ConfigDef("remote.storage.enable", _B, False, "Archive closed segments and serve history from the "
+                   "archive (needs remote.log.storage.system.enable)."), ()),
+        (ConfigDef("local.retention.ms", _L, -2, "How long archived segments stay local; -2 = retention.ms.",
+                   _at_least(-2)), ("log.local.retention.ms",)),
+        (ConfigDef("local.retention.bytes", _L, -2, "Local bytes kept of an archived partition; "
+                   "-2 = retention.bytes.", _at_least(-2)), ("log.local.retention.bytes",)),
     ]
 }
 
@@ -406,14 +427,47 @@ def parse_listeners(text: str) -> list[tuple[str, str, int]]:
     return result
 
 
-def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
-    """Check topic-level overrides (CreateTopics, AlterConfigs); typed values, InvalidConfigError else."""
+def validate_topic_configs(configs: Mapping[str, str | None], broker: "BrokerConfig | None" = None,
+                           current: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Check topic-level overrides (CreateTopics, AlterConfigs); typed values, InvalidConfigError else.
+    Given the broker's config (and, when altering, the topic's `current` overrides), also the
+    rules that span keys and the broker (tiered storage)."""
     parsed = {}
     for key, value in configs.items():
         if key not in TOPIC_CONFIGS:
             raise InvalidConfigError(f"Unknown topic config name: {key}")
         parsed[key] = _parse(TOPIC_CONFIGS[key][0], value)
+    if broker is not None:
+        _validate_remote_storage(broker, {k: v for k, v in configs.items() if v is not None}, current)
     return parsed
+
+
+def _validate_remote_storage(broker: "BrokerConfig", overrides: Mapping[str, str],
+                             current: Mapping[str, str] | None) -> None:
+    """Kafka's LogConfig rules for tiered storage: only with the broker's system enabled, never for a
+    compacted topic, never switched off again, local retention within retention (-2: the same)."""
+    value = lambda key: effective_topic_value(broker, overrides, key)
+    enabled = value("remote.storage.enable")
+    if current is not None and effective_topic_value(broker, current, "remote.storage.enable") and not enabled:
+        raise InvalidConfigError("It is invalid to disable remote storage without deleting remote data: "
+                                 "remote.storage.enable cannot be turned off once on")
+    if not enabled:
+        return
+    if not broker.get("remote.log.storage.system.enable"):
+        raise InvalidConfigError("Tiered Storage functionality is disabled in the broker. "
+                                 "Topic cannot be configured with remote log storage.")
+    if "compact" in value("cleanup.policy"):
+        raise InvalidConfigError("Remote log storage is unsupported for the compacted topics")
+    for local_key, key in (("local.retention.ms", "retention.ms"), ("local.retention.bytes", "retention.bytes")):
+        local, total = value(local_key), value(key)
+        if total == -1 or local == -2:
+            continue
+        if local == -1:
+            raise InvalidConfigError(f"Invalid value -1 for configuration {local_key}: "
+                                     f"Value must not be -1 as {key} value is set as {total}.")
+        if local > total:
+            raise InvalidConfigError(f"Invalid value {local} for configuration {local_key}: "
+                                     f"Value must not be more than {key} property value: {total}")
 
 
 @dataclass(frozen=True)
@@ -512,4 +566,7 @@ def log_config_for(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogCon
         delete_retention_ms=value("delete.retention.ms"),
         min_cleanable_dirty_ratio=value("min.cleanable.dirty.ratio"),
         min_compaction_lag_ms=value("min.compaction.lag.ms"),
+        remote_storage_enable=bool(value("remote.storage.enable")) and bool(broker.get("remote.log.storage.system.enable")),
+        local_retention_ms=value("local.retention.ms"),
+        local_retention_bytes=value("local.retention.bytes"),
     )

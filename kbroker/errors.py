@@ -69,6 +69,7 @@ StaleControllerEpochError = _error("StaleControllerEpochError", ErrorCode.stale_
 StaleBrokerEpochError = _error("StaleBrokerEpochError", ErrorCode.stale_broker_epoch)
 NotControllerError = _error("NotControllerError", ErrorCode.not_controller)
 LeaderNotAvailableError = _error("LeaderNotAvailableError", ErrorCode.leader_not_available)
+OffsetMovedToTieredStorageError = _error("OffsetMovedToTieredStorageError", ErrorCode.offset_moved_to_tiered_storage)
 
 
 def error_code_of(exc: BaseException) -> ErrorCode:

@@ -84,3 +84,28 @@ def test_the_throttle_rates_are_dynamic_only():
         validate_dynamic_broker_configs({"log.dirs": "/x"})
     config = BrokerConfig.from_dict({"leader.replication.throttled.rate": "5"})  # a properties file cannot set it
     assert config.unknown == {"leader.replication.throttled.rate": "5"}
+
+
+def test_tiered_storage_topic_configs_are_validated_as_kafka_does():
+    from kbroker.config import BrokerConfig, log_config_for, validate_topic_configs
+    from kbroker.errors import InvalidConfigError
+
+    off = BrokerConfig.from_dict({})
+    on = BrokerConfig.from_dict({"remote.log.storage.system.enable": "true", "log.retention.ms": "100000"})
+    with pytest.raises(InvalidConfigError, match="disabled in the broker"):
+        validate_topic_configs({"remote.storage.enable": "true"}, off)
+    validate_topic_configs({"remote.storage.enable": "true", "local.retention.ms": "1000"}, on)
+    with pytest.raises(InvalidConfigError, match="compacted"):
+        validate_topic_configs({"remote.storage.enable": "true", "cleanup.policy": "compact"}, on)
+    with pytest.raises(InvalidConfigError, match="more than retention.ms"):
+        validate_topic_configs({"remote.storage.enable": "true", "local.retention.ms": "200000"}, on)
+    with pytest.raises(InvalidConfigError, match="must not be -1"):
+        validate_topic_configs({"remote.storage.enable": "true", "local.retention.bytes": "-1",
+                                "retention.bytes": "5000"}, on)
+    validate_topic_configs({"remote.storage.enable": "true", "local.retention.ms": "-1", "retention.ms": "-1"}, on)
+    with pytest.raises(InvalidConfigError, match="disable remote storage"):
+        validate_topic_configs({}, on, current={"remote.storage.enable": "true"})
+    config = log_config_for(on, {"remote.storage.enable": "true", "local.retention.ms": "1000"})
+    assert config.remote_storage_enable and config.local_retention_ms_effective == 1000
+    assert config.local_retention_bytes_effective == config.retention_bytes == -1
+    assert not log_config_for(off, {"remote.storage.enable": "true"}).remote_storage_enable

@@ -88,7 +88,7 @@ async def _alter(ctx: RequestContext, resource, new_configs, validate_only: bool
         return
     if resource.resource_type != TOPIC:
         raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
-    validate_topic_configs(new_configs)
+    validate_topic_configs(new_configs, ctx.broker.config, current=_topic_overrides(ctx, resource))
     if not validate_only:
         await ctx.broker.set_topic_configs(resource.resource_name, new_configs)
 

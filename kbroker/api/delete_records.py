@@ -21,6 +21,9 @@ async def handle(ctx: RequestContext, request) -> dict:
                     raise OffsetOutOfRangeError(f"Cannot delete records up to {offset}: beyond the high watermark")
                 partition.log.maybe_increment_log_start_offset(offset)
                 entry["low_watermark"] = partition.log.log_start_offset
+                if rm.remote_storage is not None and partition.log.config.remote_storage_enable:
+                    await rm.remote_storage.advance_log_start_offset(partition, offset)  # the archive too
+                    entry["low_watermark"] = rm.remote_storage.log_start_offset(partition)
             except KafkaError as exc:
                 entry["error_code"] = error_code_of(exc)
             partitions.append(entry)

@@ -28,7 +28,7 @@ def _topic_name(ctx: RequestContext, topic) -> tuple[str | None, object]:
     return topic.topic, topic_id
 
 
-def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool, replica_id: int):
+async def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool, replica_id: int):
     rm = ctx.broker.replica_manager
     budget = max_bytes
     results: list[tuple[object, object, list[tuple[object, FetchPartitionResult]]]] = []
@@ -43,6 +43,8 @@ def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool,
             result = rm.read_partition(tp, p.fetch_offset, min(budget, p.partition_max_bytes), read_committed,
                                        min_one_message=budget == max_bytes, replica_id=replica_id,
                                        current_leader_epoch=getattr(p, "current_leader_epoch", -1))
+            if result.remote_read is not None:  # below the local log start: the archive serves it
+                await rm.read_remote(result)
             if replica_id >= 0 and result.error is None:
                 rm.update_follower_fetch(tp, replica_id, p.fetch_offset)  # the leader learns its progress
             budget = max(0, budget - result.size)
@@ -75,14 +77,14 @@ async def handle(ctx: RequestContext, request) -> dict:
 
     deadline = trio.current_time() + max_wait_s
     while True:
-        results = _read_all(ctx, wanted, max_bytes, read_committed, replica_id)
+        results = await _read_all(ctx, wanted, max_bytes, read_committed, replica_id)
         total = sum(r.size for _, _, parts in results for _, r in parts)
         has_error = any(r.error for _, _, parts in results for _, r in parts)
         remaining = deadline - trio.current_time()
         if total >= request.min_bytes or has_error or remaining <= 0 or not tps:
             break
         if not await ctx.broker.replica_manager.wait_for_data(tps, remaining):
-            results = _read_all(ctx, wanted, max_bytes, read_committed, replica_id)
+            results = await _read_all(ctx, wanted, max_bytes, read_committed, replica_id)
             break
     if replica_id >= 0:  # the leader's replication throttle counts what followers are sent
         ctx.broker.replica_manager.record_sent_to_follower(r for _, _, parts in results for _, r in parts)

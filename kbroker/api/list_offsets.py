@@ -1,5 +1,8 @@
 """ListOffsets: earliest (-2), latest (-1, the LSO for read_committed), max timestamp (-3) and
-real timestamps through the time index — the answers Spark plans every read from."""
+real timestamps through the time index — the answers Spark plans every read from. For a topic with
+tiered storage the archive takes part: earliest is the archive's start, earliest-local (-4) the
+local log start, latest-tiered (-5) the last archived offset, and timestamps are looked up in the
+archive first (its offsets come first)."""
 
 from __future__ import annotations
 
@@ -32,6 +35,25 @@ def lookup(partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
     return ts, offset
 
 
+async def lookup_tiered(remote, partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
+    """`lookup` for a partition whose history is archived (kbroker.tiered.RemoteLogManager)."""
+    if timestamp == EARLIEST:
+        return -1, await remote.earliest_offset(partition)
+    if timestamp == LATEST_TIERED:
+        return -1, await remote.highest_offset(partition)
+    if timestamp == MAX_TIMESTAMP:
+        archived = await remote.max_timestamp_and_offset(partition)
+        local = lookup(partition, timestamp, read_committed)
+        if archived is not None and archived[1] >= local[0]:  # equal: the archived one comes first
+            return archived[1], archived[0]
+        return local
+    if timestamp >= 0:
+        found = await remote.find_offset_by_timestamp(partition, timestamp)
+        if found is not None:
+            return found[1], found[0]
+    return lookup(partition, timestamp, read_committed)
+
+
 async def handle(ctx: RequestContext, request) -> dict:
     read_committed = getattr(request, "isolation_level", 0) == 1
     topics = []
@@ -41,7 +63,11 @@ async def handle(ctx: RequestContext, request) -> dict:
             entry = {"partition_index": p.partition_index, "leader_epoch": -1}
             try:
                 partition = ctx.broker.replica_manager.get_leader_partition(TopicPartition(topic.name, p.partition_index))
-                ts, offset = lookup(partition, p.timestamp, read_committed)
+                remote = ctx.broker.replica_manager.remote_storage
+                if remote is not None and partition.log.config.remote_storage_enable:
+                    ts, offset = await lookup_tiered(remote, partition, p.timestamp, read_committed)
+                else:
+                    ts, offset = lookup(partition, p.timestamp, read_committed)
                 entry.update(error_code=ErrorCode.none, timestamp=ts, offset=offset,
                              leader_epoch=partition.leader_epoch)
             except KafkaError as exc:

@@ -43,6 +43,19 @@ class IndexFile:
         self._fd: int | None = None
         self._pending = bytearray()  # entries in the columns, not yet in the file
 
+    @classmethod
+    def from_bytes(cls, data: bytes, base_offset: int):
+        """A read-only index over `data`, an index file's content (an archived copy): lookups only."""
+        index = cls(Path(f"<archived {base_offset}>"), base_offset, max(len(data), cls.ENTRY_SIZE * cls._MIN_ENTRIES))
+        index._columns = index._decode(data[: len(data) - len(data) % cls.ENTRY_SIZE])
+        return index
+
+    def to_bytes(self) -> bytes:
+        """The entries as the file holds them (including those not written yet)."""
+        a, b = self._entries()
+        pack = self._ENTRY.pack
+        return b"".join(pack(x, y) for x, y in zip(a, b))
+
     # --- loading -------------------------------------------------------------------------------
 
     def _decode(self, data: bytes) -> tuple[array, array]:

@@ -32,6 +32,11 @@ class LogConfig:
     delete_retention_ms: int = 86400000  # how long tombstones survive cleaning
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
+    # Tiered storage (KIP-405): closed segments are archived; local copies go by local.retention.*
+    # once archived (-2: the same as retention.*), the archive by retention.*.
+    remote_storage_enable: bool = False
+    local_retention_ms: int = -2
+    local_retention_bytes: int = -2
 
     @property
     def delete_enabled(self) -> bool:
@@ -40,6 +45,15 @@ class LogConfig:
     @property
     def compact_enabled(self) -> bool:
         return "compact" in self.cleanup_policy.replace(" ", "").split(",")
+
+    @property
+    def local_retention_ms_effective(self) -> int:
+        """How long local copies stay: local.retention.ms, or retention.ms for -2."""
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def local_retention_bytes_effective(self) -> int:
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     @property
     def log_append_time(self) -> bool:

@@ -101,6 +101,8 @@ class Log(LogLoading, LogRetention):
         self.log_end_offset = 0
         self.high_watermark = 0
         self.recovery_point = 0
+        # tiered storage: the last offset the archive holds (-1: none); only local retention reads it
+        self.highest_offset_in_remote_storage = -1
         self.last_flush_ms = now_ms()
         self.producer_state = ProducerStateManager(self.dir)
         self.leader_epoch_cache = LeaderEpochCache(self.dir / LEADER_EPOCH_CHECKPOINT)  # loaded by _load

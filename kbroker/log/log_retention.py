@@ -2,6 +2,11 @@
 start of the first segment kept), retention (Kafka's deleteOldSegments: by size and by time,
 only below the high watermark), producer expiry, and truncation (a follower's, to a divergence
 point, or all of it).
+
+With tiered storage on (`remote.storage.enable`), retention keeps local copies by
+local.retention.ms/bytes and never deletes a segment the archive does not hold yet: the remote log
+manager sets `highest_offset_in_remote_storage` (Kafka's name) once a copy is in the archive's
+manifest, and this is the only thing the log knows of the archive.
 """
 
 from __future__ import annotations
@@ -45,8 +50,11 @@ class LogRetention:
         deleted = self._delete_matching(lambda seg, nxt: nxt is not None and nxt.base_offset <= self.log_start_offset)
         cfg = self.config
         if cfg.delete_enabled:
-            if cfg.retention_bytes >= 0 and self.size_in_bytes >= cfg.retention_bytes:
-                diff = self.size_in_bytes - cfg.retention_bytes
+            tiered = cfg.remote_storage_enable
+            retention_bytes = cfg.local_retention_bytes_effective if tiered else cfg.retention_bytes
+            retention_ms = cfg.local_retention_ms_effective if tiered else cfg.retention_ms
+            if retention_bytes >= 0 and self.size_in_bytes >= retention_bytes:
+                diff = self.size_in_bytes - retention_bytes
 
                 def over_size(seg: LogSegment, nxt: LogSegment | None) -> bool:
                     nonlocal diff
@@ -55,18 +63,24 @@ class LogRetention:
                         return True
                     return False
 
-                deleted += self._delete_matching(over_size)
-            if cfg.retention_ms >= 0:
-                deleted += self._delete_matching(lambda seg, nxt: now - seg.largest_timestamp > cfg.retention_ms)
+                deleted += self._delete_matching(over_size, archived_only=tiered)
+            if retention_ms >= 0:
+                deleted += self._delete_matching(lambda seg, nxt: now - seg.largest_timestamp > retention_ms,
+                                                 archived_only=tiered)
         return deleted
 
-    def _delete_matching(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+    def _delete_matching(self, predicate: Callable[[LogSegment, LogSegment | None], bool],
+                         archived_only: bool = False) -> int:
+        """Delete segments from the oldest while `predicate` holds; with `archived_only`, only those
+        the archive already holds whole (Kafka's isSegmentEligibleForDeletion)."""
         deletable: list[LogSegment] = []
         n = len(self.segments)
         for i, seg in enumerate(self.segments):
             nxt = self.segments[i + 1] if i + 1 < n else None
             upper = nxt.base_offset if nxt is not None else self.log_end_offset
             if nxt is None and seg.size == 0:
+                break
+            if archived_only and upper - 1 > self.highest_offset_in_remote_storage:
                 break
             if not (self.high_watermark >= upper and predicate(seg, nxt)):
                 break

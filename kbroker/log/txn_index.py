@@ -19,7 +19,7 @@ from pathlib import Path
 
 from kbroker.log._files import pread_upto, write_all
 
-__all__ = ["AbortedTxn", "TransactionIndex", "TXN_INDEX_SUFFIX", "txn_index_file_name"]
+__all__ = ["AbortedTxn", "TransactionIndex", "TXN_INDEX_SUFFIX", "txn_index_file_name", "parse_aborted_txns"]
 
 TXN_INDEX_SUFFIX = ".txnindex"
 _ENTRY = struct.Struct(">hqqqq")
@@ -45,6 +45,17 @@ class AbortedTxn:
         return _ENTRY.pack(_VERSION, self.producer_id, self.first_offset, self.last_offset, self.last_stable_offset)
 
 
+def parse_aborted_txns(data: bytes, source: object = "transaction index") -> list[AbortedTxn]:
+    """The whole entries of a `.txnindex` file's content (a torn tail entry is ignored)."""
+    usable = len(data) - len(data) % _ENTRY.size
+    out = []
+    for version, pid, first, last, lso in _ENTRY.iter_unpack(memoryview(data)[:usable]):
+        if version > _VERSION:
+            raise CorruptTxnIndexError(f"unexpected aborted transaction version {version} in {source}")
+        out.append(AbortedTxn(pid, first, last, lso))
+    return out
+
+
 class TransactionIndex:
     ENTRY_SIZE = _ENTRY.size  # 34
 
@@ -68,14 +79,7 @@ class TransactionIndex:
 
     def all_aborted_txns(self) -> list[AbortedTxn]:
         """Every whole entry (a torn tail entry is ignored, as Kafka's iterator does)."""
-        data = self._read()
-        usable = len(data) - len(data) % _ENTRY.size
-        out = []
-        for version, pid, first, last, lso in _ENTRY.iter_unpack(memoryview(data)[:usable]):
-            if version > _VERSION:
-                raise CorruptTxnIndexError(f"unexpected aborted transaction version {version} in {self.path}")
-            out.append(AbortedTxn(pid, first, last, lso))
-        return out
+        return parse_aborted_txns(self._read(), self.path)
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
         """Aborted transactions overlapping [fetch_offset, upper_bound_offset), and whether the

@@ -28,8 +28,9 @@ from kbroker.wire.records import validate_batches
 
 logger = logging.getLogger(__name__)
 
-FETCH, OFFSET_FOR_LEADER_EPOCH = 1, 23
-FETCH_VERSION, OFFSET_FOR_LEADER_EPOCH_VERSION = 12, 4
+FETCH, OFFSET_FOR_LEADER_EPOCH, LIST_OFFSETS = 1, 23, 2
+FETCH_VERSION, OFFSET_FOR_LEADER_EPOCH_VERSION, LIST_OFFSETS_VERSION = 12, 4, 8
+EARLIEST_LOCAL_TIMESTAMP = -4  # ListOffsets v8+: the leader's local log start (tiered storage)
 UNDEFINED_EPOCH = -1
 _RETRY_ERRORS = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
                  ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available, ErrorCode.kafka_storage_error}
@@ -43,6 +44,7 @@ class _FetchState:
     truncating: bool = True
     delayed_until: float = 0.0
     in_sync: bool = False  # at the leader's high watermark after the last fetch (Kafka: lag 0)
+    moved_to_tiered: bool = False  # the leader archived our fetch offset: restart at its local log start
 
 
 class _LeaderFetcher:
@@ -95,6 +97,10 @@ class _LeaderFetcher:
             return False
         truncating = {tp: v for tp, v in ready.items() if v[1].truncating}
         try:
+            tiered = {tp: v for tp, v in ready.items() if v[1].moved_to_tiered}
+            if tiered:
+                await self._start_at_local_log_start(tiered)
+                return True
             if truncating:
                 await self._truncate(truncating)
             fetching = {tp: v for tp, v in ready.items() if not v[1].truncating and not self._throttled(tp, v[1])}
@@ -145,6 +151,35 @@ class _LeaderFetcher:
                     partition.log.truncate_to(offset)
                 state.truncating = not complete  # ask again with our new latest epoch
 
+    async def _start_at_local_log_start(self, parts: dict) -> None:
+        """Kafka's answer to OFFSET_MOVED_TO_TIERED_STORAGE: what the follower needs lies in the
+        archive, which it never copies; it asks the leader's local log start (ListOffsets
+        earliest-local) and starts its log there, empty. Kafka rebuilds the leader epochs and
+        producer state below that offset from the archive; here the epochs start at the batches
+        fetched from there on."""
+        topics: dict[str, list[dict]] = {}
+        for tp, (_partition, state) in parts.items():
+            topics.setdefault(tp.topic, []).append({"partition_index": tp.partition, "timestamp": EARLIEST_LOCAL_TIMESTAMP,
+                                                    "current_leader_epoch": state.leader_epoch})
+        response = await self.channel.request(LIST_OFFSETS, LIST_OFFSETS_VERSION, {
+            "replica_id": self.manager.node_id, "isolation_level": 0,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+        for topic in response.topics:
+            for p in topic.partitions:
+                tp = TopicPartition(topic.name, p.partition_index)
+                if tp not in parts:
+                    continue
+                partition, state = parts[tp]
+                state.moved_to_tiered = False
+                if p.error_code != ErrorCode.none or p.offset < 0:
+                    state.delayed_until = trio.current_time() + self.manager.backoff_s
+                    continue
+                if p.offset > partition.log.log_end_offset:
+                    logger.info("%s: the leader archived offsets up to its local log start %d; restarting the "
+                                "log there", tp, p.offset)
+                    partition.log.truncate_fully_and_start_at(p.offset)
+                state.truncating = False
+
     async def _fetch(self, parts: dict) -> None:
         m = self.manager
         topics: dict[str, list[dict]] = {}
@@ -177,6 +212,9 @@ class _LeaderFetcher:
         code = p.error_code
         if code == ErrorCode.offset_out_of_range:
             self._out_of_range(tp, partition, p)
+            return
+        if code == ErrorCode.offset_moved_to_tiered_storage:
+            state.moved_to_tiered = True
             return
         if code != ErrorCode.none:
             if code in _RETRY_ERRORS:

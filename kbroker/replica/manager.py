@@ -32,7 +32,9 @@ from kbroker.errors import (
     ErrorCode,
     FencedLeaderEpochError,
     KafkaError,
+    KafkaStorageError,
     NotLeaderOrFollowerError,
+    OffsetMovedToTieredStorageError,
     StaleControllerEpochError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
@@ -58,6 +60,16 @@ def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+@dataclass(frozen=True)
+class RemoteRead:
+    """A consumer's read the archive serves (tiered storage): what `read_remote` completes."""
+
+    fetch_offset: int
+    max_bytes: int
+    min_one_message: bool
+    with_aborted: bool
+
+
 @dataclass
 class FetchPartitionResult:
     topic_partition: TopicPartition
@@ -69,6 +81,8 @@ class FetchPartitionResult:
     # read_committed: the aborted transactions overlapping `records` (empty when none were read);
     # None for read_uncommitted, a follower's fetch, or an error (Kafka answers null then)
     aborted_transactions: list[AbortedTransaction] | None = None
+    # an offset below the local log start of a tiered partition: read from the archive (read_remote)
+    remote_read: RemoteRead | None = None
 
     @property
     def size(self) -> int:
@@ -94,6 +108,8 @@ class ReplicaManager:
         self._isr_requests: dict[TopicPartition, tuple[Partition, list[int]]] = {}
         self._isr_wake = trio.Event()
         self.quotas = ReplicationQuotas(node_id, quota_clock_ms)
+        # tiered storage: the RemoteLogManager (kbroker.tiered), set by the broker when enabled
+        self.remote_storage = None
         metadata.add_listener(self._on_topic_change)
 
     # -- following the metadata --------------------------------------------------------------
@@ -372,10 +388,18 @@ class ReplicaManager:
             log = partition.log
             max_offset = log.log_end_offset if replica_id >= 0 else partition.fetchable_offset(read_committed)
             with_aborted = read_committed and replica_id < 0  # a follower copies the log whole
+            remote = self.remote_storage if log.config.remote_storage_enable else None
             result = FetchPartitionResult(tp, high_watermark=partition.high_watermark,
                                           last_stable_offset=partition.last_stable_offset,
-                                          log_start_offset=log.log_start_offset,
+                                          log_start_offset=remote.log_start_offset(partition) if remote
+                                          else log.log_start_offset,
                                           aborted_transactions=[] if with_aborted else None)
+            if remote is not None and fetch_offset < log.log_start_offset:
+                if replica_id >= 0:  # Kafka: a follower starts from the leader's local log start instead
+                    raise OffsetMovedToTieredStorageError(
+                        f"offset {fetch_offset} of {tp} is below the local log start {log.log_start_offset}")
+                result.remote_read = RemoteRead(fetch_offset, max_bytes, min_one_message, with_aborted)
+                return result
             # an offset between the fetchable limit and the log end is in range; it yields nothing yet
             if log.log_start_offset <= fetch_offset and max_offset <= fetch_offset <= log.log_end_offset:
                 return result
@@ -387,6 +411,24 @@ class ReplicaManager:
             return result
         except KafkaError as exc:
             return FetchPartitionResult(tp, error=exc)
+
+    async def read_remote(self, result: FetchPartitionResult) -> None:
+        """Complete a read below the local log start from the archive (tiered storage): the
+        records and aborted transactions, or the error (OFFSET_OUT_OF_RANGE below its start)."""
+        wanted, result.remote_read = result.remote_read, None
+        if wanted is None:
+            return
+        try:
+            partition = self.get_leader_partition(result.topic_partition)
+            info = await self.remote_storage.read(partition, wanted.fetch_offset, wanted.max_bytes,
+                                                  wanted.min_one_message, wanted.with_aborted)
+            result.records = info.records
+            result.aborted_transactions = info.aborted_transactions
+        except KafkaError as exc:
+            result.error, result.records, result.aborted_transactions = exc, [], None
+        except Exception as exc:  # noqa: BLE001 - a store failure is this partition's error, retriable
+            logger.exception("%s: reading the archive failed", result.topic_partition)
+            result.error, result.records, result.aborted_transactions = KafkaStorageError(str(exc)), [], None
 
     # -- replication throttles (the leader side) ---------------------------------------------------
     def should_leader_throttle(self, partition: Partition, replica_id: int) -> bool:

@@ -298,6 +298,8 @@ class KafkaServer:
                     background.start_soon(self._periodic, interval, job)
                 background.start_soon(self._run_group_timers)
                 await background.start(self.broker.txn_coordinator.run)
+                if self.broker.remote_log_manager is not None:  # tiered storage: manifests loaded first
+                    await background.start(self.broker.remote_log_manager.run)
                 if node is not None:
                     await background.start(node.run)
                 async with trio.open_nursery() as connections:
