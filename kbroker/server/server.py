@@ -298,6 +298,7 @@ class KafkaServer:
                     background.start_soon(self._periodic, interval, job)
                 background.start_soon(self._run_group_timers)
                 await background.start(self.broker.txn_coordinator.run)
+                await background.start(self.broker.delayed.run)
                 if node is not None:
                     await background.start(node.run)
                 async with trio.open_nursery() as connections:
