@@ -115,6 +115,12 @@ class DelayService:
         if not self.cluster:
             self.load_led_partitions()
         info = self.metadata.topic(DELAYED_TOPIC)
+        with trio.move_on_after(FORWARD_BACKOFF_S * 10):
+            while info is None:  # just created: the cluster's metadata has yet to hear of it
+                await trio.sleep(FORWARD_BACKOFF_S / 4)
+                info = self.metadata.topic(DELAYED_TOPIC)
+        if info is None:
+            return ErrorCode.not_leader_or_follower
         partition = partition_for(target, info.num_partitions)
         code = ErrorCode.not_leader_or_follower
         for attempt in range(FORWARD_ATTEMPTS):
