@@ -9,6 +9,8 @@ offset) and feed a scan every record in offset order, a chunk at a time.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
 from kbroker.delayed.format import DELAYED_TOPIC
@@ -20,6 +22,7 @@ from kbroker.wire.records import iter_batch_headers, validate_batches
 BATCH_BYTES = 512 * 1024
 READ_BYTES = 64 * 1024
 SCAN_CHUNK = 1 << 20
+CACHE_BYTES = 16 * 1024 * 1024  # decoded batches kept for deliveries, per partition
 
 Entry = tuple[bytes, bytes | None]
 
@@ -30,6 +33,10 @@ class DelayLog:
         self.now_ms = now_ms
         self.cluster = cluster
         self.timeout_s = timeout_s
+        self._cache: dict[int, _BatchCache] = {}
+
+    def forget(self, partition: int) -> None:
+        self._cache.pop(partition, None)
 
     def leader(self, partition: int):
         return self.replicas.get_leader_partition(TopicPartition(DELAYED_TOPIC, partition))
@@ -54,27 +61,28 @@ class DelayLog:
 
     def read_at(self, partition: int, offsets: list[int]) -> dict[int, Entry]:
         """The (key, value) of the records at `offsets` still in the log (compaction may have
-        removed superseded ones)."""
+        removed superseded ones). Delivering in due order reads the same produce batches again and
+        again, so decoded batches are kept (boundedly); compaction never changes a record, only
+        removes superseded ones, so a kept batch stays right for the records still pending."""
         log = self.leader(partition).log
-        wanted = sorted(set(offsets))
+        cache = self._cache.setdefault(partition, _BatchCache(CACHE_BYTES))
         found: dict[int, Entry] = {}
         end = log.log_end_offset
-        i = 0
-        while i < len(wanted):
-            offset = wanted[i]
-            if offset < log.log_start_offset or offset >= end:
-                i += 1
+        for offset in sorted(set(offsets)):
+            if offset in found or not log.log_start_offset <= offset < end:
                 continue
-            data = log.read(offset, READ_BYTES, max_offset=end).read_bytes()
-            last = offset
-            for batch in iter_internal_batches(data):
-                for record_offset, key, value in batch.records:
-                    last = max(last, record_offset)
-                    found[record_offset] = (key, value)
-            for _pos, header in iter_batch_headers(data):
-                last = max(last, header.last_offset)
-            while i < len(wanted) and wanted[i] <= last:
-                i += 1
+            batch = cache.get(offset)
+            if batch is None:
+                data = log.read(offset, READ_BYTES, max_offset=end).read_bytes()
+                for pos, header in iter_batch_headers(data):
+                    records = {o: (k, v) for b in iter_internal_batches(data[pos:pos + header.size_in_bytes])
+                               for o, k, v in b.records}
+                    cache.put(header.base_offset, header.last_offset, records, header.size_in_bytes)
+                batch = cache.get(offset)
+                if batch is None:
+                    continue
+            if offset in batch:
+                found[offset] = batch[offset]
         return {o: found[o] for o in offsets if o in found}
 
     def scan(self, partition: int) -> Iterator[tuple[int, bytes | None, bytes | None]]:
@@ -109,3 +117,35 @@ def _chunks(entries: list[Entry]) -> Iterator[list[Entry]]:
             chunk, size = [], 0
     if chunk:
         yield chunk
+
+
+class _BatchCache:
+    """Decoded batches by offset range, least recently used out first, bounded by their size."""
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit = limit_bytes
+        self.size = 0
+        self._bases: list[int] = []
+        self._batches: OrderedDict[int, tuple[int, dict[int, Entry], int]] = OrderedDict()
+
+    def get(self, offset: int) -> dict[int, Entry] | None:
+        i = bisect_right(self._bases, offset) - 1
+        if i < 0:
+            return None
+        base = self._bases[i]
+        last, records, _size = self._batches[base]
+        if offset > last:
+            return None
+        self._batches.move_to_end(base)
+        return records
+
+    def put(self, base: int, last: int, records: dict[int, Entry], size: int) -> None:
+        if base in self._batches:
+            return
+        self._batches[base] = (last, records, size)
+        self._bases.insert(bisect_right(self._bases, base), base)
+        self.size += size
+        while self.size > self.limit and len(self._batches) > 1:
+            old, (_last, _records, old_size) = self._batches.popitem(last=False)
+            self._bases.remove(old)
+            self.size -= old_size

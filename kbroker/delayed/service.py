@@ -212,6 +212,7 @@ class DelayService:
         runner = self.runners.pop(partition, None)
         if runner is not None:
             runner.stop()
+        self.log.forget(partition)
 
     def load_led_partitions(self) -> None:
         """The single node: every `__delayed_messages` partition is led here."""
