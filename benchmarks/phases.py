@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import clients, kwire
+from benchmarks.delayed import PARTITIONS as DELAYED_PARTITIONS, delayed_run
 from benchmarks.broker import OwnBroker, ProcStats
 
 
@@ -30,11 +31,14 @@ class Scale:
     connections: int = 1000
     requests: int = 5_000
     cluster_topics: int = 30  # x 100 partitions at RF 3 in the cluster3k phase
+    delayed_messages: int = 10_000
+    delayed_max_ms: int = 30_000
 
     @classmethod
     def quick(cls) -> "Scale":
         return cls(messages=20_000, e2e_messages=2_000, latency_messages=1_000, meta_topics=10,
-                   meta_partitions=100, metadata_repeats=3, restarts=1, connections=200, requests=500, cluster_topics=6)
+                   meta_partitions=100, metadata_repeats=3, restarts=1, connections=200, requests=500, cluster_topics=6,
+                   delayed_messages=1_000, delayed_max_ms=5_000)
 
 
 @dataclass
@@ -494,6 +498,16 @@ def phase_cluster3k(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_delayed(ctx: Ctx) -> list[dict]:
+    ctx.check_alive()
+    topic = ctx.new_topic("delayed", DELAYED_PARTITIONS)
+    with Meter(ctx.stats) as meter:
+        r = delayed_run(ctx.bootstrap, topic, ctx.scale.delayed_messages, ctx.scale.delayed_max_ms, ctx.deadline())
+    ctx.drop_topics([topic])
+    return [row("delayed", "delayed", f"{ctx.scale.delayed_messages:,} records, delay.ms 1..{ctx.scale.delayed_max_ms:,}",
+                "latency", {**r, **meter.metrics()})]
+
+
 PHASES = {
     "produce": phase_produce,
     "consume": phase_consume,
@@ -505,6 +519,7 @@ PHASES = {
     "connections": phase_connections,
     "durability": phase_durability,
     "partitions10k": phase_partitions10k,
+    "delayed": phase_delayed,
     "cluster": phase_cluster,
     "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,

@@ -42,6 +42,7 @@ TARGETS = {
                           ("read_committed", ("ratio_to_uncommitted", ">=", 0.9, "≥ 90% of read_uncommitted")))},
     "e2e": [("p99_ms", "<=", 10, "p99 ≤ 10 ms")],
     "latency": [("p99_ms", "<=", 1, "p99 ≤ 1 ms")],
+    "delayed": [("late_over_100ms", "==", 0, "every record ≤ 100 ms after its due time"), ("lost", "==", 0, "none lost")],
     "scaling.p100": [("ratio_to_p1", ">=", 0.8, "≥ 80% of 1 part")],
     "partitions10k": [("metadata_ms", "<=", 50, "Metadata ≤ 50 ms"), ("restart_s", "<=", 10, "restart ≤ 10 s")],
     "durability.flush1": [("mb_s", ">=", 100, "≥ 100 MB/s")],
@@ -230,6 +231,8 @@ def describe(row: dict) -> str:
         s = f"p50 {_f(m.get('p50_ms'), '{:.2f}')}  p99 {_f(m.get('p99_ms'), '{:.2f}')}  max {_f(m.get('max_ms'), '{:.1f}')} ms"
         if "received" in m:
             s += f"  ({_f(m['received'], '{:.0f}')}/{_f(m['sent'], '{:.0f}')} recv)"
+        if "late_over_100ms" in m:
+            s += f"  {_f(m['late_over_100ms'], '{:.0f}')} > 100 ms late, {_f(m.get('early'), '{:.0f}')} early"
         return s
     if kind == "requests":
         return (f"{_f(m.get('requests_s'), '{:,.0f}')} req/s  {_f(m.get('mb_s'))} MB/s  broker "

@@ -16,6 +16,8 @@ import time
 import uuid
 
 from kbroker.config import BrokerConfig, log_config_for, validate_topic_configs
+from kbroker.delayed.format import DELAYED_TOPIC
+from kbroker.delayed.service import DelayService
 from kbroker.errors import (
     CoordinatorNotAvailableError,
     ErrorCode,
@@ -118,6 +120,9 @@ class Broker:
                                 timeout_s=config.get("request.timeout.ms") / 1000),
             TxnMarkerWriter(self.node_id, self._leader_of, self._write_local_markers),
             self.producer_ids.next_id, now_ms, cluster=self.cluster)
+        self.delayed = DelayService(self.node_id, config, self.replica_manager, self.metadata,
+                                    self.ensure_delayed_messages_topic, self.producer_ids.next_id, self._leader_of,
+                                    now_ms, cluster=self.cluster)
         if self.cluster:
             self.group_coordinator.owned = set()
             self.replica_manager.leadership_listeners.append(self._on_leadership)
@@ -129,6 +134,7 @@ class Broker:
         self._load_groups()
         if not self.cluster:  # in a cluster, LeaderAndIsr says which transactional ids are ours
             self.txn_coordinator.load_led_partitions()
+            self.delayed.load_led_partitions()
 
     def shutdown(self) -> None:
         self.group_coordinator.shutdown()
@@ -162,6 +168,13 @@ class Broker:
     def _on_leadership(self, tp: TopicPartition, is_leader: bool) -> None:
         """The group coordinator moves with the leadership of `__consumer_offsets` partitions, the
         transaction coordinator with that of `__transaction_state` partitions."""
+        if tp.topic == DELAYED_TOPIC:  # its leader delivers its delayed records
+            partition = self.replica_manager.partitions.get(tp)
+            if is_leader and partition is not None:
+                self.delayed.become_leader(tp.partition, partition.leader_epoch)
+            else:
+                self.delayed.resign(tp.partition)
+            return
         if tp.topic == TRANSACTION_STATE_TOPIC:
             partition = self.replica_manager.partitions.get(tp)
             if is_leader and partition is not None:
@@ -214,6 +227,16 @@ class Broker:
             {"cleanup.policy": "compact", "segment.bytes": str(c.get("transaction.state.log.segment.bytes")),
              "compression.type": "uncompressed", "unclean.leader.election.enable": "false",
              "min.insync.replicas": str(c.get("transaction.state.log.min.isr"))})
+
+    async def ensure_delayed_messages_topic(self) -> None:
+        """`__delayed_messages` likewise, on the first delayed record."""
+        c = self.config
+        await self._ensure_internal_topic(
+            DELAYED_TOPIC, c.get("delayed.messages.topic.num.partitions"),
+            c.get("delayed.messages.topic.replication.factor"), "delayed.messages.topic.replication.factor",
+            {"cleanup.policy": "compact", "segment.bytes": str(c.get("delayed.messages.topic.segment.bytes")),
+             "compression.type": "producer", "unclean.leader.election.enable": "false",
+             "min.insync.replicas": str(c.get("delayed.messages.topic.min.isr"))})
 
     async def _ensure_internal_topic(self, name: str, partitions: int, factor: int, factor_key: str,
                                      configs: dict[str, str]) -> None:

@@ -1,5 +1,6 @@
 """Command line: `kbroker serve [--config server.properties] [--override key=value ...]`, and the
-administration commands (`groups`, `topics`, `reassign`, `cluster`, `transactions`: kbroker.admin)."""
+administration commands (`groups`, `topics`, `reassign`, `cluster`, `transactions`, `delayed`:
+kbroker.admin)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import trio
 
+from kbroker.admin.delayed import add_delayed_command, run_delayed
 from kbroker.admin.groups import add_groups_command, run_groups
 from kbroker.admin.cluster_cmd import add_cluster_command, run_cluster
 from kbroker.admin.reassign import add_reassign_command, run_reassign
@@ -46,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     add_reassign_command(sub)
     add_cluster_command(sub)
     add_transactions_command(sub)
+    add_delayed_command(sub)
     add_dev_cluster_command(sub)
     args = parser.parse_args(argv)
     if args.command == "groups":
@@ -58,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_cluster(args)
     if args.command == "transactions":
         return run_transactions(args)
+    if args.command == "delayed":
+        return run_delayed(args)
     if args.command == "dev-cluster":
         return run_dev_cluster(args)
 

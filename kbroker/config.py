@@ -248,6 +248,21 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
                   _at_least(-2)),
         ConfigDef("log.local.retention.bytes", _L, -2, "Local bytes kept of an archived partition; "
                   "-2 = log.retention.bytes.", _at_least(-2)),
+        # delayed delivery (kbroker's own; the delay log's keys follow Kafka's offsets/transaction ones)
+        ConfigDef("delayed.delivery.enable", _B, True, "Honour the delay.ms / deliver.at record headers and "
+                  "topics' delivery.delay.ms (kbroker); false skips the check on every produce."),
+        ConfigDef("delayed.delivery.max.delay.ms", _L, 30 * 24 * 3600 * 1000,
+                  "Longest delay a record may ask for; beyond it the produce is INVALID_RECORD (kbroker).", _at_least(1)),
+        ConfigDef("delayed.delivery.max.in.memory.records", _I, 100000, "Pending delayed records each "
+                  "__delayed_messages partition keeps in memory (the earliest); the rest wait on disk (kbroker).",
+                  _at_least(2)),
+        ConfigDef("delayed.messages.topic.num.partitions", _I, 10, "Partitions of __delayed_messages.", _at_least(1)),
+        ConfigDef("delayed.messages.topic.replication.factor", _I, 3,
+                  "Replication factor of __delayed_messages (the single node uses 1).", _at_least(1)),
+        ConfigDef("delayed.messages.topic.min.isr", _I, 2,
+                  "min.insync.replicas of __delayed_messages (at most its replication factor).", _at_least(1)),
+        ConfigDef("delayed.messages.topic.segment.bytes", _I, 104857600, "Segment size of __delayed_messages.",
+                  _at_least(14)),
     ]
 }
 
@@ -282,6 +297,9 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
         (ConfigDef("retired.records.partitioner", _S, "murmur2", "kbroker's own: after a partition decrease, "
                    "where a retired partition's keyed records go (the producers' default partitioner).",
                    choices=("murmur2", "consistent_random")), ()),
+        (ConfigDef("delivery.delay.ms", _L, 0, "kbroker's own: every record produced to the topic is delivered "
+                   "this long after the broker received it, unless its delay.ms / deliver.at header says otherwise.",
+                   _at_least(0)), ()),
         (ConfigDef("leader.replication.throttled.replicas", _LIST, [], "Replicas (partition:broker,... or *) "
                    "whose leaders throttle replication to leader.replication.throttled.rate.",
                    _throttled_replicas), ()),

@@ -28,6 +28,7 @@ ALTER_PARTITION_REASSIGNMENTS, LIST_PARTITION_REASSIGNMENTS = 45, 46
 DESCRIBE_LOG_DIRS = 35
 ELECT_LEADERS = 43
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
+PRODUCE, FETCH = 0, 1
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
 # The versions this client knows how to fill and read, per API: where a newer version changes the
@@ -54,6 +55,8 @@ CLIENT_VERSIONS = {
     DESCRIBE_PRODUCERS: (0, 0),
     DESCRIBE_TRANSACTIONS: (0, 0),
     LIST_TRANSACTIONS: (0, 1),
+    PRODUCE: (3, 9),
+    FETCH: (4, 12),  # v13 names topics by id
 }
 _API_VERSIONS_RESPONSE_PREFIX = struct.Struct(">ih")  # correlation id, error_code: the same in every version
 
@@ -130,12 +133,13 @@ class Connection:
                              f"{served[0]}-{served[1]}; this client needs {lo}-{hi}")
         return v
 
-    def call(self, api_key: int, data: dict[str, Any], version: int | None = None) -> Any:
+    def call(self, api_key: int, data: dict[str, Any], version: int | None = None,
+             client_id: str = CLIENT_ID) -> Any:
         """Send one request at the negotiated version and return the decoded response body."""
         if version is None:
             version = self.version(api_key)
         correlation_id = next(self._correlation) & 0x7FFFFFFF
-        self._send(encode_request(api_key, version, correlation_id, CLIENT_ID, data))
+        self._send(encode_request(api_key, version, correlation_id, client_id, data))
         return self._decode(api_key, version, self._receive(), correlation_id)
 
     def _decode(self, api_key: int, version: int, frame: bytes, correlation_id: int) -> Any:

@@ -28,7 +28,7 @@ from kbroker.admin.shrink import PARTITIONERS, decrease
 from kbroker.admin.progress import Move, moves_in_progress, progress_data, progress_text
 
 # Kafka's internal topics (org.apache.kafka.common.internals.Topic); brokers also flag them in Metadata.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__delayed_messages"})
 MIN_ISR = "min.insync.replicas"
 MAX_REPLICATION_FACTOR = 32767  # an INT16 on the wire
 FILTERS = ("under_replicated", "unavailable", "under_min_isr", "at_min_isr")

@@ -14,6 +14,8 @@ import trio
 
 from kbroker.api.context import Deferred, RequestContext
 from kbroker.api.leaders import add_current_leaders
+from kbroker.api.produce_delayed import append_to_delay_log, append_with_delays
+from kbroker.delayed.format import ADMIN_CLIENT_ID, DELAYED_TOPIC
 from kbroker.errors import (
     ErrorCode,
     InvalidRecordError,
@@ -43,6 +45,8 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
         if acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"Invalid required acks {acks}")
         if topic in INTERNAL_TOPICS:
+            if topic == DELAYED_TOPIC and ctx.header.client_id == ADMIN_CLIENT_ID:
+                return await append_to_delay_log(ctx, index, records)
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
         partition = rm.get_leader_partition(TopicPartition(topic, index))
         if ctx.version < 3 and legacy.is_legacy_message_set(records):
@@ -52,7 +56,11 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
         batches = validate_batches(buf)
         if len(batches) != 1:  # Kafka's rule since Produce v3: one batch per partition
             raise InvalidRecordError("Produce requests must carry exactly one record batch per partition")
-        info = partition.append_records_to_leader(buf, batches, acks)
+        info = None
+        if ctx.broker.delayed.enabled and ctx.header.client_id != ADMIN_CLIENT_ID:  # not a delivery
+            info = await append_with_delays(ctx, partition, buf, batches, acks)
+        if info is None:
+            info = partition.append_records_to_leader(buf, batches, acks)
         await partition.maybe_flush()
     except KafkaError as exc:
         return _error(index, exc)

@@ -28,7 +28,7 @@ from kbroker.errors import (
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__delayed_messages"})
 
 
 def validate_topic_name(name: str) -> None:

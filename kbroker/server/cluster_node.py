@@ -20,6 +20,7 @@ import trio
 from kbroker.config import BrokerConfig, effective_topic_value
 from kbroker.controller.broker_requests import CONTROLLED_SHUTDOWN, VERSIONS
 from kbroker.controller.controller import KafkaController
+from kbroker.delayed.format import ADMIN_CLIENT_ID
 from kbroker.errors import ErrorCode
 from kbroker.replica.fetcher import ReplicaFetcherManager
 from kbroker.replica.drain import PartitionDrains
@@ -55,6 +56,8 @@ class ClusterNode:
         # transaction markers wait for the leader's ISR: their own connections, so they never hold
         # up the controller's requests
         self._marker_channels: dict[tuple[int, str, int], BrokerChannel] = {}
+        # delayed delivery's forwarded schedules and deliveries, as __admin_client (kbroker/delayed)
+        self._delayed_channels: dict[tuple[int, str, int], BrokerChannel] = {}
         self._session_lost = False
         self._nursery: trio.Nursery | None = None
         c = self.config
@@ -87,6 +90,7 @@ class ClusterNode:
             await nursery.start(fetchers.run)
             broker.controller = self.controller
             broker.txn_coordinator.markers.request = self._send_markers
+            broker.delayed.request = self._send_delayed
             self.controller.on_controller_change = self._controller_changed
             await nursery.start(self.controller.run)
             nursery.start_soon(rm.run_isr_changes, self._send_alter_partition)
@@ -143,6 +147,16 @@ class ClusterNode:
         if channel is None:
             channel = self._marker_channels[key] = BrokerChannel(target.host, target.port,
                                                                  f"broker-{self.node_id}-txn-markers")
+        return await channel.request(api_key, version, body, timeout_s=self.config.get("request.timeout.ms") / 1000 + 5)
+
+    async def _send_delayed(self, broker_id: int, api_key: int, version: int, body: dict) -> Any:
+        target = self.broker.metadata.broker(broker_id)
+        if target is None:
+            raise ChannelError(f"broker {broker_id} is unknown")
+        key = (broker_id, target.host, target.port)
+        channel = self._delayed_channels.get(key)
+        if channel is None:
+            channel = self._delayed_channels[key] = BrokerChannel(target.host, target.port, ADMIN_CLIENT_ID)
         return await channel.request(api_key, version, body, timeout_s=self.config.get("request.timeout.ms") / 1000 + 5)
 
     async def _to_controller(self, api_key: int, version: int, body: dict) -> Any:
@@ -220,6 +234,6 @@ class ClusterNode:
                 await trio.sleep(0.02)
 
     async def close(self) -> None:
-        for channel in [*self._channels.values(), *self._marker_channels.values()]:
+        for channel in [*self._channels.values(), *self._marker_channels.values(), *self._delayed_channels.values()]:
             await channel.aclose()
         await trio.to_thread.run_sync(self.session.close)

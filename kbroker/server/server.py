@@ -300,6 +300,7 @@ class KafkaServer:
                 await background.start(self.broker.txn_coordinator.run)
                 if self.broker.remote_log_manager is not None:  # tiered storage: manifests loaded first
                     await background.start(self.broker.remote_log_manager.run)
+                await background.start(self.broker.delayed.run)
                 if node is not None:
                     await background.start(node.run)
                 async with trio.open_nursery() as connections:

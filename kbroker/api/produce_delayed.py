@@ -1,0 +1,93 @@
+"""Produce's delayed-delivery branch (see kbroker/delayed/): a batch whose records ask for a
+delay, or that goes to a topic with `delivery.delay.ms`, is scheduled in the delay log before
+the target gets what is left of it.
+
+Order matters for idempotent producers: a retry of a batch the target already has is answered by
+the normal path as a duplicate (nothing is scheduled twice); the producer's epoch and sequence are
+checked before anything is written; the delayed records go to the delay log (acks=all there) and
+only then is the rest appended to the target, which carries the batch's sequence range on. A
+transactional batch is refused: its delayed records could not follow the transaction's outcome.
+
+Also here: a Produce to `__delayed_messages` by `__admin_client` (another broker's forwarded
+schedules, `kbroker delayed cancel`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from kbroker.delayed.format import DelayHeaderError
+from kbroker.delayed.split import may_delay, split_batch
+from kbroker.errors import (
+    ErrorCode,
+    InvalidRecordError,
+    KafkaError,
+    NotLeaderOrFollowerError,
+)
+from kbroker.log.topic_partition import TopicPartition
+from kbroker.wire.records import validate_batches
+
+
+@dataclass(frozen=True, slots=True)
+class NothingAppended:
+    """The answer's offsets when every record of a batch without a producer id was delayed."""
+    first_offset: int = -1
+    last_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+
+
+async def append_with_delays(ctx, partition, buf, batches, acks: int):
+    """Schedule the batch's delayed records and append the rest; None when nothing is delayed (the
+    caller appends the batch as usual)."""
+    service = ctx.broker.delayed
+    tp = partition.topic_partition
+    pos, header = batches[0]
+    topic_delay = service.topic_delay_ms(tp.topic)
+    if topic_delay <= 0 and not may_delay(buf, pos, header):
+        return None
+    try:
+        split = split_batch(buf, pos, header, (tp.topic, tp.partition), time.time_ns() // 1_000_000, topic_delay,
+                            service.config.max_delay_ms)
+    except DelayHeaderError as exc:
+        raise InvalidRecordError(str(exc)) from None
+    if split is None:
+        return None
+    if header.is_transactional:
+        raise InvalidRecordError("delayed delivery is not available to transactional producers "
+                                 "(a delay header, or the topic's delivery.delay.ms, on a transactional batch)")
+    if header.producer_id >= 0:
+        producers = partition.log.producer_state
+        entry = producers.last_entry(header.producer_id)
+        if entry is not None and entry.find_duplicate_batch(header) is not None:
+            return None  # a retry: the log answers with the original offsets
+        # the checks the append would make, before the delay log gets anything
+        producers.prepare_update(header.producer_id, validate=True).append_data_batch(
+            header.producer_epoch, header.base_sequence, header.last_sequence, header.max_timestamp, 0,
+            header.last_offset_delta, False)
+    code = await service.schedule((tp.topic, tp.partition), split.delayed)
+    if code != ErrorCode.none:
+        raise KafkaError(f"{code.name} scheduling the delayed records", code=code)
+    if ctx.broker.replica_manager.partitions.get(tp) is not partition or not partition.is_leader:
+        raise NotLeaderOrFollowerError(f"This broker is no longer the leader of {tp}.")
+    if split.remaining is None:
+        return NothingAppended(log_start_offset=partition.log_start_offset)
+    rest = bytearray(split.remaining)
+    return partition.append_records_to_leader(rest, validate_batches(rest, from_client=False), acks)
+
+
+async def append_to_delay_log(ctx, partition: int, records) -> dict:
+    """A Produce to `__delayed_messages` by `__admin_client`; the partition's answer entry."""
+    try:
+        if not records:
+            raise InvalidRecordError("no records")
+        buf = bytes(records)
+        validate_batches(buf)
+        code, first = await ctx.broker.delayed.append_request(partition, buf)
+    except KafkaError as exc:
+        code, first, message = exc.code, -1, str(exc)
+    else:
+        message = None if code == ErrorCode.none else code.name
+    return {"index": partition, "error_code": code, "base_offset": first, "log_append_time": -1,
+            "log_start_offset": -1, "record_errors": [], "error_message": message}
