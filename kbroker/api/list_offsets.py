@@ -4,6 +4,7 @@ real timestamps through the time index — the answers Spark plans every read fr
 from __future__ import annotations
 
 from kbroker.api.context import RequestContext
+from kbroker.api.views import source_of
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.log.topic_partition import TopicPartition
 
@@ -40,7 +41,8 @@ async def handle(ctx: RequestContext, request) -> dict:
         for p in topic.partitions:
             entry = {"partition_index": p.partition_index, "leader_epoch": -1}
             try:
-                partition = ctx.broker.replica_manager.get_leader_partition(TopicPartition(topic.name, p.partition_index))
+                partition = ctx.broker.replica_manager.get_leader_partition(TopicPartition(source_of(ctx, topic.name),
+                                                                                       p.partition_index))
                 ts, offset = lookup(partition, p.timestamp, read_committed)
                 entry.update(error_code=ErrorCode.none, timestamp=ts, offset=offset,
                              leader_epoch=partition.leader_epoch)

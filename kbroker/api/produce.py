@@ -14,6 +14,7 @@ import trio
 
 from kbroker.api.context import Deferred, RequestContext
 from kbroker.api.leaders import add_current_leaders
+from kbroker.api.views import refuse_produce
 from kbroker.errors import (
     ErrorCode,
     InvalidRecordError,
@@ -44,6 +45,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
             raise InvalidRequiredAcksError(f"Invalid required acks {acks}")
         if topic in INTERNAL_TOPICS:
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
+        refuse_produce(ctx, topic)
         partition = rm.get_leader_partition(TopicPartition(topic, index))
         if ctx.version < 3 and legacy.is_legacy_message_set(records):
             records = legacy.up_convert_message_set(bytes(records))
