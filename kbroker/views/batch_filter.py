@@ -17,6 +17,7 @@ inside the compressed section). Verdicts:
 
 from __future__ import annotations
 
+from array import array
 from typing import Callable, Union
 
 from kbroker.errors import CorruptRecordError
@@ -32,7 +33,7 @@ from kbroker.wire.records import (
     with_records,
 )
 
-__all__ = ["ALL", "NONE", "Verdict", "Piece", "batch_verdict", "filter_batches", "empty_batch"]
+__all__ = ["ALL", "NONE", "Kept", "Verdict", "Piece", "batch_verdict", "filter_batches", "empty_batch"]
 
 
 class _Whole:
@@ -49,9 +50,35 @@ class _Nothing:
         return "NONE"
 
 
+class Kept:
+    """Some records of an uncompressed batch match: the byte ranges of those records (adjacent ones
+    merged) in its records section. Small to cache; the batch is rebuilt from them on each read."""
+
+    __slots__ = ("bounds", "count")
+
+    def __init__(self, spans: list[tuple[int, int]]) -> None:
+        self.count = len(spans)
+        merged: list[int] = []
+        for start, end in spans:
+            if merged and merged[-1] == start:
+                merged[-1] = end
+            else:
+                merged += (start, end)
+        self.bounds = array("q", merged)
+
+    @property
+    def nbytes(self) -> int:
+        return len(self.bounds) * self.bounds.itemsize
+
+    def rebuild(self, data: memoryview, pos: int, header: BatchHeader) -> bytes:
+        section = data[pos + BATCH_HEADER_SIZE:pos + header.size_in_bytes]
+        b = self.bounds
+        return with_records(header, b"".join(section[b[i]:b[i + 1]] for i in range(0, len(b), 2)), self.count)
+
+
 ALL = _Whole()
 NONE = _Nothing()
-Verdict = Union[_Whole, _Nothing, bytes]  # bytes: the batch rebuilt with its matching records
+Verdict = Union[_Whole, _Nothing, Kept, bytes]  # bytes: a compressed batch rebuilt with its matching records
 Piece = Union[tuple[int, int], bytes]  # (start, end) of the input kept as it is, or bytes sent instead
 VerdictOf = Callable[[memoryview, int, BatchHeader], Verdict]
 
@@ -74,50 +101,84 @@ def _varint(data: bytes, p: int, end: int) -> tuple[int, int]:
     raise CorruptRecordError("malformed or truncated varint in a record")
 
 
+MEMO_LIMIT = 4096  # distinct header sections remembered per batch walk
+
+
+def _headers_of(section: bytes, wanted: frozenset[bytes]) -> dict[bytes, list[bytes | None]]:
+    """The wanted headers of one record's header section (count, then key/value pairs)."""
+    n = len(section)
+    count, p = _varint(section, 0, n)
+    if count < 0 or count > n:
+        raise CorruptRecordError(f"invalid header count {count}")
+    headers: dict[bytes, list[bytes | None]] = {}
+    for _ in range(count):
+        size, p = _varint(section, p, n)
+        if size < 0 or p + size > n:
+            raise CorruptRecordError("invalid header key size")
+        key = section[p:p + size]
+        p += size
+        size, p = _varint(section, p, n)
+        if size > 0 and p + size > n:
+            raise CorruptRecordError("header value exceeds its record")
+        if key in wanted:
+            headers.setdefault(key, []).append(None if size < 0 else section[p:p + size])
+        if size > 0:
+            p += size
+    if p != n:
+        raise CorruptRecordError("a record's headers do not fill its remaining bytes")
+    return headers
+
+
 def _matching_spans(data: bytes, count: int, wanted: frozenset[bytes], matcher: Matcher) -> list[tuple[int, int]]:
-    """(start, end) of each record of the records section `data` the matcher accepts. Only the
-    headers named in `wanted` are copied out; keys and values are skipped by their lengths."""
+    """(start, end) of each record of the records section `data` the matcher accepts. Keys and
+    values are skipped by their lengths; a record's header section is parsed (wanted headers only)
+    and matched once per distinct content: records mostly repeat a few tag combinations."""
     n = len(data)
     if count < 0 or count > n:
         raise CorruptRecordError(f"invalid record count {count} for {n} bytes of records")
     spans = []
+    memo: dict[bytes, bool] = {}
     p = 0
-    for _ in range(count):
-        start = p
-        length, p = _varint(data, p, n)
-        end = p + length
-        if length <= 0 or end > n:
-            raise CorruptRecordError(f"invalid record size {length}")
-        p += 1  # record attributes
-        _, p = _varint(data, p, end)  # timestamp delta
-        _, p = _varint(data, p, end)  # offset delta
-        size, p = _varint(data, p, end)  # key
-        if size > 0:
-            p += size
-        size, p = _varint(data, p, end)  # value
-        if size > 0:
-            p += size
-        count_headers, p = _varint(data, p, end)
-        if count_headers < 0 or count_headers > end - p:
-            raise CorruptRecordError(f"invalid header count {count_headers}")
-        headers: dict[bytes, list[bytes | None]] = {}
-        for _h in range(count_headers):
-            size, p = _varint(data, p, end)
-            if size < 0 or p + size > end:
-                raise CorruptRecordError("invalid header key size")
-            key = data[p:p + size]
-            p += size
-            size, p = _varint(data, p, end)
-            if size > 0 and p + size > end:
-                raise CorruptRecordError("header value exceeds its record")
-            if key in wanted:
-                headers.setdefault(key, []).append(None if size < 0 else data[p:p + size])
-            if size > 0:
-                p += size
-        if p != end:
-            raise CorruptRecordError(f"invalid record size {length}")
-        if matcher(headers):
-            spans.append((start, end))
+    try:
+        for _ in range(count):
+            start = p
+            b = data[p]
+            if b < 0x80:
+                length, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                length, p = _varint(data, p, n)
+            end = p + length
+            if length <= 0 or end > n:
+                raise CorruptRecordError(f"invalid record size {length}")
+            p += 1  # attributes
+            while data[p] & 0x80:  # timestamp delta
+                p += 1
+            p += 1
+            while data[p] & 0x80:  # offset delta
+                p += 1
+            p += 1
+            for _field in (0, 1):  # key, value
+                b = data[p]
+                if b < 0x80:
+                    size, p = (b >> 1) ^ -(b & 1), p + 1
+                else:
+                    size, p = _varint(data, p, end)
+                if size > 0:
+                    p += size
+            if p > end:
+                raise CorruptRecordError("a record's key or value exceeds the record")
+            section = data[p:end]
+            matched = memo.get(section)
+            if matched is None:
+                matched = matcher(_headers_of(section, wanted))
+                if len(memo) >= MEMO_LIMIT:
+                    memo.clear()
+                memo[section] = matched
+            if matched:
+                spans.append((start, end))
+            p = end
+    except IndexError:
+        raise CorruptRecordError("a record is truncated") from None
     if p != n:
         raise CorruptRecordError(f"{n - p} bytes remain after the declared {count} records")
     return spans
@@ -137,10 +198,9 @@ def batch_verdict(data: memoryview | bytes, pos: int, header: BatchHeader, wante
         return ALL
     if not spans:
         return NONE
-    body = b"".join(records[s:e] for s, e in spans)
-    if codec != COMPRESSION_NONE:
-        body = compress(codec, body)
-    return with_records(header, body, len(spans))
+    if codec == COMPRESSION_NONE:
+        return Kept(spans)
+    return with_records(header, compress(codec, b"".join(records[s:e] for s, e in spans)), len(spans))
 
 
 def empty_batch(first: BatchHeader, last: BatchHeader) -> bytes:
@@ -178,7 +238,7 @@ def filter_batches(data: bytes | memoryview, verdict_of: VerdictOf) -> list[Piec
                 skipped.append(header)
             else:
                 close_skipped()
-                pieces.append(verdict)
+                pieces.append(verdict.rebuild(mv, pos, header) if isinstance(verdict, Kept) else verdict)
         end = pos + header.size_in_bytes
     if kept_from is not None:
         pieces.append((kept_from, end))

@@ -3,8 +3,9 @@ records again. Pure.
 
 Keys name a batch exactly: (view id, partition, base offset, CRC, size) — a batch truncated away
 and replaced by another at the same offset (after a leader change) has another CRC. Entries cost
-their rebuilt bytes (a partial verdict) or a fixed overhead (ALL / NONE); the total stays under
-`max_bytes`, least recently used first out.
+a fixed overhead plus their data: the kept records' bounds (a partial uncompressed batch) or the
+rebuilt batch (a partial compressed one); the total stays under `max_bytes`, least recently used
+first out.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Hashable
 
-from kbroker.views.batch_filter import Verdict
+from kbroker.views.batch_filter import Kept, Verdict
 
 ENTRY_OVERHEAD = 128  # a key tuple and its dict slot, roughly
 
@@ -26,6 +27,8 @@ class MatchCache:
 
     @staticmethod
     def _cost(verdict: Verdict) -> int:
+        if isinstance(verdict, Kept):
+            return ENTRY_OVERHEAD + verdict.nbytes
         return ENTRY_OVERHEAD + (len(verdict) if isinstance(verdict, bytes) else 0)
 
     def get(self, key: Hashable) -> Verdict | None:
