@@ -259,3 +259,39 @@ def test_views_are_created_validated_described_listed_and_deleted_like_topics(kb
     f.result(30)
     assert "v-temp" not in admin.list_topics(timeout=10).topics
     assert SOURCE in admin.list_topics(timeout=10).topics
+
+
+@pytest.mark.parametrize("family", ["confluent", "java", "kafka-python"])
+def test_read_committed_on_a_view_skips_aborted_matching_records(kbroker, kt, request, family):
+    """Transactions on the source: a view read at read_committed gets the matching records of
+    committed transactions only (partial batches keep their producer id and transactional bit,
+    control batches pass), at read_uncommitted those of the aborted one too."""
+    java = txnkit.require_family(kt, request, family)
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    source, view = f"payments-{family}", f"payments-{family}-eu"
+    admin = AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    for f in admin.create_topics([NewTopic(source, 1, 1)]).values():
+        f.result(30)
+    for f in admin.create_topics([NewTopic(view, config={"view.source": source, "view.filter": "any(eu)"})]).values():
+        f.result(30)
+    producer = Producer({"bootstrap.servers": kbroker.bootstrap, "transactional.id": f"views-{uuid.uuid4().hex[:6]}",
+                         "linger.ms": 1000})
+    producer.init_transactions(30)
+    acked = {}
+    for txn, commit in (("t1", True), ("t2", False), ("t3", True)):
+        producer.begin_transaction()
+        for i in range(6):
+            value = f"{txn}-{i}".encode()
+            producer.produce(source, value=value, key=value, partition=0,
+                             headers=[("tags", b"eu" if i % 2 == 0 else b"us")],
+                             on_delivery=lambda err, msg: acked.__setitem__(msg.value().decode(), msg.offset()))
+        producer.flush(30)
+        producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    for isolation, txns in ((txnkit.READ_COMMITTED, ("t1", "t3")), (txnkit.READ_UNCOMMITTED, ("t1", "t2", "t3"))):
+        ends = txnkit.list_offsets(kbroker.bootstrap, view, [0], isolation)
+        result = txnkit.read(family, kbroker.bootstrap, view, isolation, ends, timeout=30, java=java,
+                             fetcher_position=True)
+        expected = {0: sorted((acked[f"{t}-{i}"], f"{t}-{i}") for t in txns for i in range(0, 6, 2))}
+        txnkit.check_read(result, expected, ends)
