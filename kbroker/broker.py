@@ -314,6 +314,8 @@ class Broker:
         source = self.metadata.topic(spec.source)
         if source is None:
             raise InvalidConfigError(f"view.source {spec.source} does not exist: create the topic first")
+        if source.is_internal:
+            raise InvalidConfigError(f"view.source {spec.source} is an internal topic")
         if not validate_only:
             view = await self.views.create(name, spec)
             logger.info("created view %s of %s: %s", name, spec.source, spec.filter_text)

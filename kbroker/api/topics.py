@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from kbroker.api.context import RequestContext
 from kbroker.api.views import describe_view_config
+from kbroker.metadata.views import ViewInfo
+from kbroker.views.spec import is_view_request, view_spec
 from kbroker.config import describe_topic_config
 from kbroker.wire.protocol import to_ms
 from kbroker.errors import (
@@ -42,9 +44,8 @@ async def create_topics(ctx: RequestContext, request) -> dict:
                 validate_only=request.validate_only,
                 wait_s=max(to_ms(request.timeout), 0) / 1000,
             )
-            view = broker.views.view(topic.name)
-            entries = describe_view_config(view) if view is not None and view.topic_id == info.topic_id \
-                else describe_topic_config(broker.config, info.configs)
+            entries = describe_view_config(ViewInfo(info.name, info.topic_id, view_spec(info.configs))) \
+                if is_view_request(info.configs) else describe_topic_config(broker.config, info.configs)
             result.update(topic_id=info.topic_id, num_partitions=info.num_partitions,
                           replication_factor=len(info.assignment[0]) if info.assignment else -1,
                           configs=[{"name": e.name, "value": e.value, "read_only": e.read_only,
