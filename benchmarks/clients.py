@@ -179,11 +179,13 @@ def _consumer(bootstrap: str, **extra) -> Consumer:
 
 
 def consume_run(bootstrap: str, topic: str, partitions: int, deadline: float, isolation: str | None = None,
-                expected: int | None = None) -> dict:
+                expected: int | None = None, poll_s: float = 0.5) -> dict:
     """Read a topic from the earliest offset to its current end (assign, no group protocol).
     MB/s is counted from the first message received to the last. `isolation`: librdkafka's
     isolation.level (its default, read_committed, when None); `expected`: the number of messages
-    to read (default: high - low watermark, which counts a transactional topic's control records)."""
+    to read (default: high - low watermark, which counts a transactional topic's control records);
+    `poll_s`: how long one consume() call may wait for its 10,000 messages (a sparse read, such as
+    a filtered view's, would otherwise wait that long on every call)."""
     consumer = _consumer(bootstrap, **{
         "fetch.max.bytes": 67108864, "max.partition.fetch.bytes": 16777216,
         "queued.max.messages.kbytes": 262144, "queued.min.messages": 1000000,
@@ -205,7 +207,7 @@ def consume_run(bootstrap: str, topic: str, partitions: int, deadline: float, is
             if time.perf_counter() > deadline:
                 aborted = True
                 break
-            batch = consumer.consume(10000, 0.5)
+            batch = consumer.consume(10000, poll_s)
             if not batch:
                 continue
             if t_first is None:

@@ -508,9 +508,17 @@ def phase_delayed(ctx: Ctx) -> list[dict]:
                 "latency", {**r, **meter.metrics()})]
 
 
+def phase_views(ctx: Ctx) -> list[dict]:
+    """Filtered views read at 1 %, 50 % and 100 % selectivity next to the source (benchmarks/views.py)."""
+    from benchmarks.views import phase_views as run
+
+    return run(ctx)
+
+
 PHASES = {
     "produce": phase_produce,
     "consume": phase_consume,
+    "views": phase_views,
     "transactions": phase_transactions,
     "partitions100": phase_partitions100,
     "requests": phase_requests,
@@ -524,6 +532,6 @@ PHASES = {
     "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,
 }
-REPEATABLE = {"produce", "consume", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k"}
+REPEATABLE = {"produce", "consume", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k"}
 # left out of --quick and of runs against --bootstrap unless named in --only
 OPT_IN = {"cluster", "clustertxn", "cluster3k"}

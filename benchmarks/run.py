@@ -67,7 +67,7 @@ REFERENCES = {
     "cluster.consume.rf3.p1": "(Kafka 3.8: 298 MB/s)",
     "cluster.consume.rf3.p6": "(Kafka 3.8: 298 MB/s)",
 }
-RATIOS = {"ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted"}
+RATIOS = {"ratio_to_unfiltered": "unfiltered", "ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted"}
 QUICK_NA = {"partitions10k", "connections",  # targets stated for full-size numbers only
             # ratios of runs lasting ~10 ms (20 transactions, 20 MB reads): one scheduler hiccup decides them
             *(key for key in TARGETS if key.startswith(("txn.", "clustertxn.")))}
@@ -218,6 +218,8 @@ def describe(row: dict) -> str:
     m, kind = row["metrics"], row["kind"]
     if kind == "throughput":
         s = f"{_f(m.get('msgs_s'), '{:,.0f}')} msg/s  {_f(m.get('mb_s'))} MB/s"
+        if m.get("source_mb_s") is not None:  # a filtered view: how fast the source is moved past
+            s += f"  (source {_f(m['source_mb_s'])} MB/s)"
         for ratio, of in RATIOS.items():
             if ratio in m:
                 s += f"  ({_f(m[ratio] * 100, '{:.0f}')}% of {of})"

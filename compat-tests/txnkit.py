@@ -255,10 +255,17 @@ class ReadResult:
 
 
 def read(family: str, bootstrap: str, topic: str, isolation: str, ends: dict[int, int], timeout: float = 30,
-         java: Any = None) -> ReadResult:
-    """Every record from the beginning of each partition until its position reaches `ends[p]`."""
+         java: Any = None, fetcher_position: bool = False) -> ReadResult:
+    """Every record from the beginning of each partition until its position reaches `ends[p]`.
+
+    `fetcher_position` (confluent only): librdkafka's position() is the offset after the last
+    record handed to the application, so it stops short of a tail of batches without records (a
+    filtered view's, a compacted log's); its fetcher's end-of-partition event says the offset the
+    fetcher itself reached, which is then taken as the position."""
     assert isolation in (READ_COMMITTED, READ_UNCOMMITTED)
-    reader = {"confluent": _read_confluent, "aiokafka": _read_aiokafka, "kafka-python": _read_kafka_python}.get(family)
+    if family == "confluent":
+        return _read_confluent(bootstrap, topic, isolation, ends, timeout, fetcher_position)
+    reader = {"aiokafka": _read_aiokafka, "kafka-python": _read_kafka_python}.get(family)
     if family == "java":
         return _read_java(java, bootstrap, topic, isolation, ends, timeout)
     assert reader is not None, f"unknown family {family}"
@@ -269,23 +276,27 @@ def _reached(positions: dict[int, int], ends: dict[int, int]) -> bool:
     return all(end <= 0 or positions.get(p, -1) >= end for p, end in ends.items())
 
 
-def _read_confluent(bootstrap: str, topic: str, isolation: str, ends: dict[int, int], timeout: float) -> ReadResult:
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+def _read_confluent(bootstrap: str, topic: str, isolation: str, ends: dict[int, int], timeout: float,
+                    fetcher_position: bool = False) -> ReadResult:
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"txnkit-{uuid.uuid4().hex[:8]}",
                          "enable.auto.commit": False, "auto.offset.reset": "earliest",
-                         "isolation.level": isolation})
-    records, positions = [], {}
+                         "isolation.level": isolation, "enable.partition.eof": fetcher_position})
+    records, positions, fetched_to = [], {}, {}
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in sorted(ends)])
         deadline = time.monotonic() + timeout
         while True:
-            positions = {tp.partition: tp.offset for tp in consumer.position([TopicPartition(topic, p) for p in ends])}
+            positions = {tp.partition: max(tp.offset, fetched_to.get(tp.partition, -1))
+                         for tp in consumer.position([TopicPartition(topic, p) for p in ends])}
             if _reached(positions, ends) or time.monotonic() >= deadline:
                 break
             msg = consumer.poll(0.2)
             if msg is not None and msg.error() is None:
                 records.append((msg.partition(), msg.offset(), (msg.key() or b"").decode(), (msg.value() or b"").decode()))
+            elif msg is not None and msg.error().code() == KafkaError._PARTITION_EOF:
+                fetched_to[msg.partition()] = msg.offset()
     finally:
         consumer.close()
     return ReadResult("confluent", isolation, records, positions, None)

@@ -22,8 +22,10 @@ from kbroker.errors import (
     CoordinatorNotAvailableError,
     ErrorCode,
     InvalidPartitionsError,
+    InvalidConfigError,
     InvalidRequestError,
     KafkaError,
+    PolicyViolationError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -45,6 +47,9 @@ from kbroker.replica.txn_markers import MarkerWrite, write_markers
 from kbroker.metadata.cluster import ClusterMetadataStore
 from kbroker.tiered.manager import RemoteLogManager
 from kbroker.tiered.store import load_store
+from kbroker.metadata.views import ClusterViewCatalogue, LocalViewCatalogue
+from kbroker.replica.view_reader import ViewReader
+from kbroker.views.spec import is_view_request, view_spec
 from kbroker.txn.coordinator import TransactionCoordinator
 from kbroker.txn.coordinator_rules import TransactionConfig, TxnMarkers
 from kbroker.txn.log_format import TRANSACTION_STATE_TOPIC
@@ -104,6 +109,7 @@ class Broker:
             self.metadata = ClusterMetadataStore(zk_session, self.info)
         else:
             self.metadata = LocalMetadataStore(log_dirs[0], self.info, config.get("cluster.id"))
+        self.views = ClusterViewCatalogue(zk_session) if self.cluster else LocalViewCatalogue(log_dirs[0])
         self.replica_manager = ReplicaManager(self.node_id, config, self.log_manager, self.metadata,
                                               cluster=self.cluster)
         self.remote_log_manager = None  # tiered storage (KIP-405), when remote.log.storage.system.enable
@@ -111,6 +117,7 @@ class Broker:
             self.remote_log_manager = RemoteLogManager(config, load_store(config),
                                                        lambda: list(self.replica_manager.partitions.values()), now_ms)
             self.replica_manager.remote_storage = self.remote_log_manager
+        self.view_reader = ViewReader(self.replica_manager)
         self.producer_ids = ProducerIdManager(self.metadata)
         self.group_coordinator = GroupCoordinator(_group_config(config), PartitionOffsetsLog(self.replica_manager, now_ms),
                                                   now_ms)
@@ -304,8 +311,11 @@ class Broker:
         """Validate and create a topic; in a cluster, wait up to `wait_s` for its leaders (CreateTopics)."""
         validate_topic_name(name)
         configs = {k: v for k, v in (configs or {}).items() if v is not None}
+        if is_view_request(configs):
+            return await self._create_view(name, configs, assignment, validate_only)
         validate_topic_configs(configs, self.config)
-        if self.metadata.topic(name) is not None:
+        if self.metadata.topic(name) is not None or self.views.view(name) is not None \
+                or await self.views.view_znode_exists(name):
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
         brokers = await self._brokers_for_assignment()
         if assignment is None:
@@ -321,9 +331,40 @@ class Broker:
             await self.metadata.wait_for_topic(name, len(assignment), wait_s)
         return info
 
+    async def _create_view(self, name: str, configs: dict[str, str], assignment, validate_only: bool) -> TopicInfo:
+        """A filtered view (docs/features.md): metadata only, answered with its source's partitions.
+        Partition counts and replication factors given are ignored: a view follows its source."""
+        spec = view_spec(configs)
+        if assignment is not None:
+            raise InvalidRequestError(f"A view follows the partitions of its source {spec.source}: "
+                                      f"it takes no replica assignment")
+        if self.metadata.topic(name) is not None or self.views.view(name) is not None \
+                or await self.views.topic_znode_exists(name):
+            raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
+        if self.views.view(spec.source) is not None:
+            raise InvalidConfigError(f"view.source {spec.source} is itself a view: a view reads a topic")
+        source = self.metadata.topic(spec.source)
+        if source is None:
+            raise InvalidConfigError(f"view.source {spec.source} does not exist: create the topic first")
+        if source.is_internal:
+            raise InvalidConfigError(f"view.source {spec.source} is an internal topic")
+        if not validate_only:
+            view = await self.views.create(name, spec)
+            logger.info("created view %s of %s: %s", name, spec.source, spec.filter_text)
+            return TopicInfo(name, view.topic_id, source.assignment, spec.configs)
+        return TopicInfo(name, uuid.UUID(int=0), source.assignment, spec.configs)
+
     async def delete_topic(self, name: str) -> TopicInfo:
         if not self.config.get("delete.topic.enable"):
             raise TopicDeletionDisabledError("Topic deletion is disabled.")
+        if self.views.view(name) is not None:
+            view = await self.views.delete(name)
+            self.group_coordinator.remove_offsets_of_topic(name)
+            return TopicInfo(name, view.topic_id, [], view.spec.configs)
+        dependants = self.views.views_of(name)
+        if dependants:
+            raise PolicyViolationError(f"Topic {name} is the source of the views {', '.join(dependants)}: "
+                                       f"delete them first")
         info = await _resolved(self.metadata.delete_topic(name))
         self.group_coordinator.remove_offsets_of_topic(name)
         return info
@@ -331,6 +372,10 @@ class Broker:
     async def create_partitions(self, name: str, count: int, assignment: list[list[int]] | None,
                                 validate_only: bool = False) -> None:
         info = self.metadata.topic(name)
+        view = self.views.view(name)
+        if view is not None:
+            raise InvalidPartitionsError(f"{name} is a view of {view.source}: it follows the partition count "
+                                         f"of {view.source}; add partitions there")
         if info is None:
             raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
         current = info.num_partitions

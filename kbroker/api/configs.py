@@ -8,6 +8,7 @@ only, an empty name is the cluster-wide default (`/config/brokers/<default>`).
 from __future__ import annotations
 
 from kbroker.api.context import RequestContext
+from kbroker.api.views import describe_view_config
 from kbroker.config import (
     BROKER_CONFIGS,
     DYNAMIC_BROKER_CONFIGS,
@@ -55,9 +56,11 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
         try:
             if resource.resource_type == TOPIC:
                 info = broker.metadata.topic(resource.resource_name)
-                if info is None:
+                view = broker.views.view(resource.resource_name)
+                if info is None and view is None:
                     raise UnknownTopicOrPartitionError(f"Topic {resource.resource_name} does not exist.")
-                entries = describe_topic_config(broker.config, info.configs)
+                entries = describe_view_config(view) if info is None else describe_topic_config(broker.config,
+                                                                                                 info.configs)
             elif resource.resource_type == BROKER:
                 _check_broker(ctx, resource.resource_name)
                 entries = describe_broker_config(broker.config, *broker.dynamic_broker_configs())
@@ -110,6 +113,10 @@ def _topic_overrides(ctx: RequestContext, resource) -> dict[str, str]:
     if resource.resource_type != TOPIC:
         return {}
     info = ctx.broker.metadata.topic(resource.resource_name)
+    view = ctx.broker.views.view(resource.resource_name)
+    if info is None and view is not None:
+        raise InvalidConfigError(f"{view.name} is a view of {view.source}: its configs are set when it is "
+                                 f"created; delete and re-create it to change them")
     if info is None:
         raise UnknownTopicOrPartitionError(f"Topic {resource.resource_name} does not exist.")
     return dict(info.configs)

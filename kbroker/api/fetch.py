@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import trio
 
+from kbroker.api import views
 from kbroker.api.context import RequestContext
 from kbroker.api.leaders import add_fetch_leaders
 from kbroker.errors import ErrorCode, UnknownTopicIdError, error_code_of
@@ -23,8 +24,7 @@ from kbroker.wire.protocol import to_ms
 def _topic_name(ctx: RequestContext, topic) -> tuple[str | None, object]:
     topic_id = getattr(topic, "topic_id", None)
     if ctx.version >= 13:
-        info = ctx.broker.metadata.topic_by_id(topic_id)
-        return (info.name if info else None), topic_id
+        return views.name_of_id(ctx, topic_id), topic_id
     return topic.topic, topic_id
 
 
@@ -40,11 +40,9 @@ async def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed:
                 continue
             # KIP-74: the first non-empty partition may exceed the limits by one batch, later ones may not
             tp = TopicPartition(name, p.partition)
-            result = rm.read_partition(tp, p.fetch_offset, min(budget, p.partition_max_bytes), read_committed,
-                                       min_one_message=budget == max_bytes, replica_id=replica_id,
-                                       current_leader_epoch=getattr(p, "current_leader_epoch", -1))
-            if result.remote_read is not None:  # below the local log start: the archive serves it
-                await rm.read_remote(result)
+            result = await views.read_partition(ctx, name, p.partition, p.fetch_offset,
+                                                min(budget, p.partition_max_bytes), read_committed,
+                                                budget == max_bytes, replica_id, getattr(p, "current_leader_epoch", -1))
             if replica_id >= 0 and result.error is None:
                 rm.update_follower_fetch(tp, replica_id, p.fetch_offset)  # the leader learns its progress
             budget = max(0, budget - result.size)
@@ -73,7 +71,8 @@ async def handle(ctx: RequestContext, request) -> dict:
     for topic in request.topics:
         name, topic_id = _topic_name(ctx, topic)
         wanted.append((topic, name, topic_id))
-    tps = [TopicPartition(name, p.partition) for topic, name, _ in wanted if name for p in topic.partitions]
+    tps = [TopicPartition(views.source_of(ctx, name), p.partition) for topic, name, _ in wanted if name
+           for p in topic.partitions]
 
     deadline = trio.current_time() + max_wait_s
     while True:

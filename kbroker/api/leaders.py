@@ -17,6 +17,8 @@ _REDIRECTED = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch}
 def current_leader(ctx: RequestContext, topic: str, index: int) -> tuple[int, int]:
     """(leader id, leader epoch) as this broker knows them best (the newer of what LeaderAndIsr
     told its replica and what the metadata cache holds); (-1, -1) when unknown."""
+    view = ctx.broker.views.view(topic)  # a view's leaders are its source's
+    topic = view.source if view is not None else topic
     best = (-1, -1)
     replica = ctx.broker.replica_manager.partitions.get(TopicPartition(topic, index))
     if replica is not None and replica.leader_epoch >= 0:

@@ -7,6 +7,7 @@ archive first (its offsets come first)."""
 from __future__ import annotations
 
 from kbroker.api.context import RequestContext
+from kbroker.api.views import source_of
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.log.topic_partition import TopicPartition
 
@@ -62,7 +63,8 @@ async def handle(ctx: RequestContext, request) -> dict:
         for p in topic.partitions:
             entry = {"partition_index": p.partition_index, "leader_epoch": -1}
             try:
-                partition = ctx.broker.replica_manager.get_leader_partition(TopicPartition(topic.name, p.partition_index))
+                partition = ctx.broker.replica_manager.get_leader_partition(TopicPartition(source_of(ctx, topic.name),
+                                                                                       p.partition_index))
                 remote = ctx.broker.replica_manager.remote_storage
                 if remote is not None and partition.log.config.remote_storage_enable:
                     ts, offset = await lookup_tiered(remote, partition, p.timestamp, read_committed)

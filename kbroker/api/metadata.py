@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kbroker.api import views
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.metadata.store import TopicInfo
@@ -79,13 +80,22 @@ async def handle(ctx: RequestContext, request) -> dict:
     topics = []
     if requested is None:
         topics = [topic_metadata(ctx, info) for info in list(metadata.topics().values())]
+        topics += [views.view_metadata(ctx, v, topic_metadata, _error_topic) for v in list(broker.views.views().values())]
     else:
         for wanted in requested:
             name = getattr(wanted, "name", None)
             topic_id = getattr(wanted, "topic_id", None)
             if name is None and topic_id is not None and topic_id.int != 0:
                 info = metadata.topic_by_id(topic_id)
+                view = broker.views.view_by_id(topic_id)
+                if view is not None:
+                    topics.append(views.view_metadata(ctx, view, topic_metadata, _error_topic))
+                    continue
                 topics.append(topic_metadata(ctx, info) if info else _error_topic(None, ErrorCode.unknown_topic_id, topic_id))
+                continue
+            view = broker.views.view(name)
+            if view is not None:
+                topics.append(views.view_metadata(ctx, view, topic_metadata, _error_topic))
                 continue
             info = metadata.topic(name)
             if info is None and allow_create:

@@ -5,6 +5,7 @@ cache), so a returning replica — or a consumer validating its position after a
 from __future__ import annotations
 
 from kbroker.api.context import RequestContext
+from kbroker.api.views import source_of
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.replica.manager import check_leader_epoch
@@ -13,7 +14,7 @@ from kbroker.replica.manager import check_leader_epoch
 def _answer(ctx: RequestContext, topic: str, p) -> dict:
     entry = {"partition": p.partition, "error_code": ErrorCode.none, "leader_epoch": -1, "end_offset": -1}
     try:
-        partition = ctx.broker.replica_manager.get_leader_partition(TopicPartition(topic, p.partition))
+        partition = ctx.broker.replica_manager.get_leader_partition(TopicPartition(source_of(ctx, topic), p.partition))
         check_leader_epoch(partition, p.current_leader_epoch)
         epoch, end_offset = partition.log.end_offset_for_epoch(p.leader_epoch)
         entry.update(leader_epoch=epoch, end_offset=end_offset)

@@ -22,6 +22,8 @@ INVALID_OFFSET = -1
 
 def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
     """A partition of the topic, or one a decrease retired (its consumers may still commit there)."""
+    view = ctx.broker.views.view(topic)  # a view's partitions are its source's
+    topic = view.source if view is not None else topic
     info = ctx.broker.metadata.topic(topic)
     return info is not None and (0 <= partition < info.num_partitions or ctx.broker.metadata.is_retired(topic, partition))
 

@@ -15,6 +15,7 @@ import trio
 from kbroker.api.context import Deferred, RequestContext
 from kbroker.api.leaders import add_current_leaders
 from kbroker.api.produce_delayed import append_to_delay_log, append_with_delays
+from kbroker.api.views import refuse_produce
 from kbroker.delayed.format import ADMIN_CLIENT_ID, DELAYED_TOPIC
 from kbroker.errors import (
     ErrorCode,
@@ -48,6 +49,7 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
             if topic == DELAYED_TOPIC and ctx.header.client_id == ADMIN_CLIENT_ID:
                 return await append_to_delay_log(ctx, index, records)
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
+        refuse_produce(ctx, topic)
         partition = rm.get_leader_partition(TopicPartition(topic, index))
         if ctx.version < 3 and legacy.is_legacy_message_set(records):
             records = legacy.up_convert_message_set(bytes(records))

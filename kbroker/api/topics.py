@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from kbroker.api.context import RequestContext
+from kbroker.api.views import describe_view_config
+from kbroker.metadata.views import ViewInfo
+from kbroker.views.spec import is_view_request, view_spec
 from kbroker.config import describe_topic_config
 from kbroker.wire.protocol import to_ms
 from kbroker.errors import (
@@ -41,11 +44,13 @@ async def create_topics(ctx: RequestContext, request) -> dict:
                 validate_only=request.validate_only,
                 wait_s=max(to_ms(request.timeout), 0) / 1000,
             )
+            entries = describe_view_config(ViewInfo(info.name, info.topic_id, view_spec(info.configs))) \
+                if is_view_request(info.configs) else describe_topic_config(broker.config, info.configs)
             result.update(topic_id=info.topic_id, num_partitions=info.num_partitions,
-                          replication_factor=len(info.assignment[0]),
+                          replication_factor=len(info.assignment[0]) if info.assignment else -1,
                           configs=[{"name": e.name, "value": e.value, "read_only": e.read_only,
                                     "config_source": e.source, "is_sensitive": e.sensitive}
-                                   for e in describe_topic_config(broker.config, info.configs)])
+                                   for e in entries])
         except KafkaError as exc:
             result.update(error_code=error_code_of(exc), error_message=str(exc))
         results.append(result)
@@ -61,7 +66,7 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
         entry = {"name": name, "topic_id": topic_id, "error_code": ErrorCode.none, "error_message": None}
         try:
             if name is None:
-                info = broker.metadata.topic_by_id(topic_id)
+                info = broker.metadata.topic_by_id(topic_id) or broker.views.view_by_id(topic_id)
                 if info is None:
                     raise UnknownTopicIdError(f"Topic id {topic_id} does not exist.")
                 name = entry["name"] = info.name

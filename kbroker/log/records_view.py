@@ -15,7 +15,7 @@ from kbroker.log._files import pread_upto
 if TYPE_CHECKING:
     from kbroker.log.log_txn import AbortedTransaction
 
-__all__ = ["FileRecords", "MemoryRecords", "FetchDataInfo"]
+__all__ = ["FileRecords", "FetchDataInfo"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,21 +28,6 @@ class FileRecords:
 
     def read(self) -> bytes:
         return pread_upto(self.fd, self.size, self.position)
-
-
-class MemoryRecords(bytes):
-    """Whole record batches already in memory (read from an archive that has no files to send
-    from): bytes, so the encoder and the server send them inline, with FileRecords' `size` and
-    `read()`."""
-
-    __slots__ = ()
-
-    @property
-    def size(self) -> int:
-        return len(self)
-
-    def read(self) -> bytes:
-        return bytes(self)
 
 
 @dataclass(slots=True)

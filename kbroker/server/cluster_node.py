@@ -83,6 +83,8 @@ class ClusterNode:
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             broker.metadata.attach(nursery)
+            broker.views.attach(nursery)
+            await broker.views.start()
             fetchers = ReplicaFetcherManager(
                 self.node_id, self.config, rm,
                 lambda host, port: BrokerChannel(host, port, f"broker-{self.node_id}-fetcher"))

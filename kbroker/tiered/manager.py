@@ -37,7 +37,7 @@ from kbroker.errors import KafkaStorageError, OffsetOutOfRangeError
 from kbroker.log._files import pread_upto
 from kbroker.log.log_txn import AbortedTransaction
 from kbroker.log.offset_index import OffsetIndex
-from kbroker.log.records_view import FetchDataInfo, FileRecords, MemoryRecords
+from kbroker.log.records_view import FetchDataInfo, FileRecords
 from kbroker.log.time_index import TimeIndex
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.log.txn_index import parse_aborted_txns
@@ -54,6 +54,7 @@ from kbroker.tiered.store import (
     RemoteStorageManager,
     SegmentData,
 )
+from kbroker.wire.fetch_response import RecordBytes
 
 logger = logging.getLogger(__name__)
 
@@ -333,7 +334,7 @@ class RemoteLogManager:
             if data is None:
                 data = await trio.to_thread.run_sync(self.store.fetch_log_segment, state.path, segment,
                                                      found.position, found.size, limiter=self._limiter)
-            info.records.append(MemoryRecords(data))
+            info.records.append(RecordBytes(data))
         if with_aborted:
             info.aborted_transactions = await self._aborted_transactions(partition, state, manifest, segment,
                                                                          fetch_offset, found.next_offset)

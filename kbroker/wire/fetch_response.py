@@ -1,10 +1,10 @@
 """Fetch response encoder that leaves record data out of Python: zero-copy on the hot path.
 
-A partition's `records` may be bytes or a sequence of file ranges (objects with a `size`); the
-encoder returns the response frame as chunks — bytes for everything it writes itself, the ranges
-as they are — so the server can `sendfile` the ranges straight from the segment files. The layout
-is Kafka's FetchResponse v4–17 (flexible from v12; KIP-951's current leader from v12, its node
-endpoints from v16); tests check it byte for byte against kio.
+A partition's `records` may be bytes or a sequence of file ranges (objects with a `size`) and
+`RecordBytes` built in memory; the encoder returns the response frame as chunks — bytes for
+everything it writes itself, the ranges as they are — so the server can `sendfile` the ranges
+straight from the segment files. The layout is Kafka's FetchResponse v4–17 (flexible from v12;
+KIP-951's current leader from v12, its node endpoints from v16); tests check it byte for byte against kio.
 """
 
 from __future__ import annotations
@@ -31,6 +31,21 @@ _PARTITION_FIXED = struct.Struct(">ihqqq")  # partition_index, error_code, high_
 _NO_LOG_START = struct.Struct(">ihqq")
 
 Chunk = Any  # bytes, or a file range with `.size`
+
+
+class RecordBytes(bytes):
+    """Record batches in memory (a filtered view's rebuilt batches, an archive read from an object
+    store) among a partition's file ranges: written into the frame where they stand, while the
+    ranges around them stay ranges. `size` and `read()` as a file range has them."""
+
+    __slots__ = ()
+
+    @property
+    def size(self) -> int:
+        return len(self)
+
+    def read(self) -> bytes:
+        return bytes(self)
 
 
 class _Writer:
@@ -63,6 +78,9 @@ class _Writer:
         ranges = [r for r in records if r.size]
         self.buf += _length(sum(r.size for r in ranges), self.flexible)
         for r in ranges:
+            if isinstance(r, bytes):
+                self.buf += r
+                continue
             self._cut()
             self.chunks.append(r)
             self.size += r.size

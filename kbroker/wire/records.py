@@ -49,6 +49,7 @@ __all__ = [
     "set_log_append_time",
     "decode_records",
     "build_batch",
+    "with_records",
     "compress",
     "decompress",
     "increment_sequence",
@@ -583,5 +584,22 @@ def build_batch(
         base_ts, max_timestamp, producer_id, producer_epoch, base_sequence, len(recs),
     )
     out += body
+    _U32.pack_into(out, _CRC_OFFSET, crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def with_records(header: BatchHeader, records_section: Buffer, records_count: int) -> bytes:
+    """A copy of the batch `header` describes holding another records section (already compressed
+    with the header's codec): every header field kept — base offset, last offset delta,
+    timestamps, producer id, epoch and sequence, attributes, leader epoch — but the length, the
+    record count and the CRC. A view's partially matching batch is rebuilt so (see views/)."""
+    out = bytearray(BATCH_HEADER_SIZE)
+    _HEADER.pack_into(
+        out, 0, header.base_offset, BATCH_HEADER_SIZE - LOG_OVERHEAD + len(records_section),
+        header.partition_leader_epoch, MAGIC_V2, 0, header.attributes, header.last_offset_delta,
+        header.base_timestamp, header.max_timestamp, header.producer_id, header.producer_epoch,
+        header.base_sequence, records_count,
+    )
+    out += records_section
     _U32.pack_into(out, _CRC_OFFSET, crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
     return bytes(out)

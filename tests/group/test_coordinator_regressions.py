@@ -34,6 +34,7 @@ def _context(version: int, coordinator: GroupCoordinator) -> RequestContext:
         return coordinator
 
     broker = SimpleNamespace(metadata=SimpleNamespace(topic=topics.get), cluster=False,
+                             views=SimpleNamespace(view=lambda name: None),  # no filtered views
                              group_coordinator_for_request=coordinator_for_request)
     header = parse_request_header(encode_request(OFFSET_COMMIT, version, 1, "c", {"group_id": "g", "topics": []})[4:])[0]
     return RequestContext(header, broker)  # type: ignore[arg-type]

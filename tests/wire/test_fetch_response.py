@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from hypothesis import given, settings, strategies as st
 from kip951 import endpoints, leaders
 
-from kbroker.wire.fetch_response import encode_fetch_response
+from kbroker.wire.fetch_response import RecordBytes, encode_fetch_response
 from kbroker.wire.protocol import RequestHeader, build_response, encode_response
 
 
@@ -54,6 +54,20 @@ def test_file_ranges_stay_out_of_the_bytes():
         with_bytes = dict(data, responses=[dict(data["responses"][0], partitions=[dict(
             data["responses"][0]["partitions"][0], records=b"a" * 10 + b"b" * 5)])])
         assert flat == b"".join(encode_fetch_response(version, 9, with_bytes))
+
+
+def test_record_bytes_among_file_ranges_are_written_in_place():
+    """A filtered view's rebuilt batches (RecordBytes) sit between ranges: inlined, in order."""
+    ranges = [Range(b"a" * 10), RecordBytes(b"xyz"), Range(b"b" * 5)]
+    data = {"responses": [{"topic": "t", "topic_id": uuid.uuid4(), "partitions": [{
+        "partition_index": 0, "error_code": 0, "high_watermark": 1, "last_stable_offset": 1,
+        "log_start_offset": 0, "aborted_transactions": None, "records": ranges}]}]}
+    chunks = encode_fetch_response(12, 9, data)
+    assert [c for c in chunks if isinstance(c, Range)] == [ranges[0], ranges[2]]
+    flat = b"".join(c.data if isinstance(c, Range) else c for c in chunks)
+    with_bytes = dict(data, responses=[dict(data["responses"][0], partitions=[dict(
+        data["responses"][0]["partitions"][0], records=b"a" * 10 + b"xyz" + b"b" * 5)])])
+    assert flat == b"".join(encode_fetch_response(12, 9, with_bytes))
 
 
 
