@@ -137,3 +137,25 @@ def test_read_committed_from_the_archive_skips_aborted_transactions(kt, tiered):
     for family in ("confluent", "kafka-python"):
         got = tk.consume(family, kt, tiered.bootstrap, topic, {0: 0}, {0: end}, isolation="read_committed")
         assert [r.value for r in got] == committed, f"{family} read_committed from the archive"
+
+
+@pytest.mark.parametrize("family", ("confluent", "kafka-python"))
+def test_view_of_an_archived_topic_filters_the_archive(kt, tiered, family):
+    """A filtered view whose source is tiered: a read from offset 0 is served from the archive and
+    filtered there, so the view's consumer gets exactly the matching records, at their offsets."""
+    kt.require_module(tk.MODULES[family])
+    tag = "view" + family.replace("-", "")
+    topic, msgs, local_starts = _setup(kt, tiered, tag, partitions=1, per_partition=40)
+    assert local_starts[0] > 8, "the first records must be in the archive only"
+    view = kt.topic_name("tiered-view", tag)
+    # even record indexes carry h-idx "0", "2", ...; the last one (39) and a few in the archive match
+    wanted = {0, 4, 6, 39}
+    expression = " or ".join(f'header.h-idx == "{j}"' for j in sorted(wanted))
+    from kbroker.admin.client import AdminClient
+
+    with AdminClient(tiered.bootstrap, timeout=15) as admin:
+        admin.create_topic(view, partitions=1, replication_factor=1,
+                           configs={"view.source": topic, "view.filter": expression})
+    got = tk.consume(family, kt, tiered.bootstrap, view, {0: 0}, {0: 40})
+    assert [(r.offset, r.key, r.value) for r in got] == \
+        [(j, msgs[j].key, msgs[j].value) for j in sorted(wanted)]
