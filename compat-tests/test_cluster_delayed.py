@@ -5,7 +5,8 @@ over the Kafka protocol. Mid-way the delay-log partition's leader is kill -9'ed:
 takes over loads the pending records (and resends an interrupted delivery with its recorded
 producer id and sequence), so every acknowledged record is delivered exactly once, not early, in
 due order; then the killed broker comes back. Written once, run through confluent-kafka and
-kafka-python (delayedkit)."""
+kafka-python (delayedkit). Retry tiers, built on it, are checked in the same cluster: replicated
+like their main topic, a record produced to a tier back in the main topic or in the dead-letter topic."""
 
 from __future__ import annotations
 
@@ -77,3 +78,30 @@ def test_delay_log_leader_killed_nothing_lost_or_doubled(cluster, kt, family):
     dk.check_delivered(sent, got)
     cluster.brokers[victim].start()
     ck.wait_for(lambda: ck.in_sync(cluster, DELAYED_TOPIC, DELAY_PARTITIONS, 3), 90, "the killed broker back in sync")
+
+
+def test_retry_tiers_replicated_and_redelivered_across_brokers(cluster, kt):
+    """Retry tiers (built on delayed delivery) in the cluster: created with the main topic's
+    partition count and replication factor, and a record produced to a tier comes back to the main
+    topic (or reaches the dead-letter topic) through whichever brokers lead the tier, the delay log
+    and the target."""
+    kt.require_module("confluent_kafka")
+    kt.require_module("kafka")
+    _delay_log_ready(cluster)
+    topic = kt.topic_name("cluster", "retry")
+    ck.create_topic(cluster, topic, 2, 3, {"retry.topics": "500ms"})  # max.delivery.attempts: 2
+    for name in (f"{topic}.retry.500ms", f"{topic}.dlq"):
+        ck.wait_for(lambda: ck.in_sync(cluster, name, 2, 3), 30, f"{name}: 2 partitions, 3 replicas in sync")
+    producer = dk.Producer("confluent", ck.live_bootstrap(cluster))
+    try:
+        sent = producer.send(f"{topic}.retry.500ms", [(b"k", b"again", [("error", b"e")], dk.now_ms()),
+                                                       (b"k", b"dead", [("retry.count", b"1")], dk.now_ms())],
+                             partition=1)
+    finally:
+        producer.close()
+    back = dk.read("kafka-python", ck.live_bootstrap(cluster), topic, 1, timeout=20, partition=1)
+    assert [(g.key, g.value, dk.header(g.headers, "retry.count")) for g in back] == [(b"k", b"again", b"1")]
+    assert back[0].received_ms >= sent[0].sent_ms + 500
+    dead = dk.read("kafka-python", ck.live_bootstrap(cluster), f"{topic}.dlq", 1, timeout=20, partition=1)
+    assert [(g.value, dk.header(g.headers, "dlq.reason")) for g in dead] == \
+        [(b"dead", b"max.delivery.attempts 2 exceeded")]

@@ -43,6 +43,7 @@ from kbroker.metadata.store import (
     validate_topic_name,
 )
 from kbroker.replica.manager import ReplicaManager
+from kbroker.retry.topics import check_retry_configs, create_retry_topics
 from kbroker.replica.txn_markers import MarkerWrite, write_markers
 from kbroker.metadata.cluster import ClusterMetadataStore
 from kbroker.tiered.manager import RemoteLogManager
@@ -57,6 +58,9 @@ from kbroker.txn.markers import TxnMarkerWriter
 from kbroker.txn.state_log import TransactionStateLog
 
 logger = logging.getLogger(__name__)
+
+
+RETRY_TOPICS_WAIT_S = 10.0  # AlterConfigs adding retry tiers waits this long for their leaders (cluster)
 
 
 def now_ms() -> int:
@@ -314,6 +318,7 @@ class Broker:
         if is_view_request(configs):
             return await self._create_view(name, configs, assignment, validate_only)
         validate_topic_configs(configs, self.config)
+        check_retry_configs(self.metadata, name, configs)
         if self.metadata.topic(name) is not None or self.views.view(name) is not None \
                 or await self.views.view_znode_exists(name):
             raise TopicAlreadyExistsError(f"Topic '{name}' already exists.")
@@ -329,6 +334,8 @@ class Broker:
         info = await _resolved(self.metadata.create_topic(name, assignment, configs))
         if self.cluster and wait_s > 0:
             await self.metadata.wait_for_topic(name, len(assignment), wait_s)
+        await create_retry_topics(self.create_topic, self.metadata, name, configs, len(assignment),
+                                  len(assignment[0]), wait_s)
         return info
 
     async def _create_view(self, name: str, configs: dict[str, str], assignment, validate_only: bool) -> TopicInfo:
@@ -405,7 +412,12 @@ class Broker:
             await self.metadata.retire_partitions(name, count)
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> None:
+        check_retry_configs(self.metadata, name, configs)
         await _resolved(self.metadata.set_topic_configs(name, configs))
+        info = self.metadata.topic(name)
+        if info is not None:  # retry.topics added tiers: their topics are made now
+            await create_retry_topics(self.create_topic, self.metadata, name, configs, info.num_partitions,
+                                      len(info.assignment[0]), RETRY_TOPICS_WAIT_S)
 
     # -- dynamic broker configs (the replication throttle rates), in a cluster -------------------
     def dynamic_broker_configs(self) -> tuple[dict[str, str], dict[str, str]]:

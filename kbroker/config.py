@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from kbroker.errors import InvalidConfigError
 from kbroker.log.config import LogConfig
+from kbroker.retry.tiers import parse_tiers
 
 LONG_MAX = 2**63 - 1
 
@@ -313,6 +314,17 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
                    _at_least(-2)), ("log.local.retention.ms",)),
         (ConfigDef("local.retention.bytes", _L, -2, "Local bytes kept of an archived partition; "
                    "-2 = retention.bytes.", _at_least(-2)), ("log.local.retention.bytes",)),
+        # retry and dead-letter topics (kbroker's own; kbroker/retry/tiers.py)
+        (ConfigDef("retry.topics", _LIST, [], "kbroker's own: retry tiers (durations such as 30s,5m,1h); each is a "
+                   "topic <topic>.retry.<tier> that hands records back after its delay, with <topic>.dlq beside them."),
+         ()),
+        (ConfigDef("max.delivery.attempts", _I, -1, "kbroker's own: deliveries of a record (the first one "
+                   "included) before a retry tier sends it to <topic>.dlq; -1 = the number of retry.topics + 1.",
+                   lambda v: v == -1 or v >= 1), ()),
+        (ConfigDef("retry.delay.ms", _L, 0, "kbroker's own, on a retry tier (set when retry.topics creates it): "
+                   "records produced to it come back this long after; 0 = an ordinary topic.", _at_least(0)), ()),
+        (ConfigDef("retry.target", _S, "main", "kbroker's own, on a retry tier: where its records come back, the "
+                   "main topic or the retry topic itself.", choices=("main", "retry-topic")), ()),
     ]
 }
 
@@ -455,9 +467,26 @@ def validate_topic_configs(configs: Mapping[str, str | None], broker: "BrokerCon
         if key not in TOPIC_CONFIGS:
             raise InvalidConfigError(f"Unknown topic config name: {key}")
         parsed[key] = _parse(TOPIC_CONFIGS[key][0], value)
+    _validate_retry(broker, parsed)
     if broker is not None:
         _validate_remote_storage(broker, {k: v for k, v in configs.items() if v is not None}, current)
     return parsed
+
+
+def _validate_retry(broker: "BrokerConfig | None", parsed: Mapping[str, Any]) -> None:
+    """Retry tiers: durations with units, within the longest delay, and a tier has no tiers itself."""
+    max_delay = None if broker is None else broker.get("delayed.delivery.max.delay.ms")
+    try:
+        tiers = parse_tiers(parsed.get("retry.topics"), max_delay)
+    except ValueError as exc:
+        raise InvalidConfigError(f"Invalid value {format_value(parsed.get('retry.topics'))!r} for configuration "
+                                 f"retry.topics: {exc}") from None
+    delay = parsed.get("retry.delay.ms") or 0
+    if tiers and delay > 0:
+        raise InvalidConfigError("retry.topics and retry.delay.ms together: a retry tier has no tiers of its own")
+    if max_delay is not None and delay > max_delay:
+        raise InvalidConfigError(f"Invalid value {delay} for configuration retry.delay.ms: longer than "
+                                 f"delayed.delivery.max.delay.ms ({max_delay} ms)")
 
 
 def _validate_remote_storage(broker: "BrokerConfig", overrides: Mapping[str, str],

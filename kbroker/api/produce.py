@@ -15,6 +15,7 @@ import trio
 from kbroker.api.context import Deferred, RequestContext
 from kbroker.api.leaders import add_current_leaders
 from kbroker.api.produce_delayed import append_to_delay_log, append_with_delays
+from kbroker.api.produce_retry import append_to_retry_tier
 from kbroker.api.views import refuse_produce
 from kbroker.delayed.format import ADMIN_CLIENT_ID, DELAYED_TOPIC
 from kbroker.errors import (
@@ -59,8 +60,10 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
         if len(batches) != 1:  # Kafka's rule since Produce v3: one batch per partition
             raise InvalidRecordError("Produce requests must carry exactly one record batch per partition")
         info = None
-        if ctx.broker.delayed.enabled and ctx.header.client_id != ADMIN_CLIENT_ID:  # not a delivery
-            info = await append_with_delays(ctx, partition, buf, batches, acks)
+        if ctx.header.client_id != ADMIN_CLIENT_ID:  # not a delivery
+            info = await append_to_retry_tier(ctx, partition, buf, batches, acks)
+            if info is None and ctx.broker.delayed.enabled:
+                info = await append_with_delays(ctx, partition, buf, batches, acks)
         if info is None:
             info = partition.append_records_to_leader(buf, batches, acks)
         await partition.maybe_flush()

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 
 from kbroker.delayed.format import DelayHeaderError
-from kbroker.delayed.split import may_delay, split_batch
+from kbroker.delayed.split import SplitBatch, may_delay, split_batch
 from kbroker.errors import (
     ErrorCode,
     InvalidRecordError,
@@ -57,6 +57,14 @@ async def append_with_delays(ctx, partition, buf, batches, acks: int):
     if header.is_transactional:
         raise InvalidRecordError("delayed delivery is not available to transactional producers "
                                  "(a delay header, or the topic's delivery.delay.ms, on a transactional batch)")
+    return await schedule_and_append(ctx, partition, header, split, acks)
+
+
+async def schedule_and_append(ctx, partition, header, split: SplitBatch, acks: int):
+    """Schedule a split batch's delayed records (per target) and append what it left for the
+    partition; None when the batch is a retry the log answers as a duplicate. Retry topics
+    (api/produce_retry.py) come here too."""
+    tp = partition.topic_partition
     if header.producer_id >= 0:
         producers = partition.log.producer_state
         entry = producers.last_entry(header.producer_id)
@@ -66,9 +74,13 @@ async def append_with_delays(ctx, partition, buf, batches, acks: int):
         producers.prepare_update(header.producer_id, validate=True).append_data_batch(
             header.producer_epoch, header.base_sequence, header.last_sequence, header.max_timestamp, 0,
             header.last_offset_delta, False)
-    code = await service.schedule((tp.topic, tp.partition), split.delayed)
-    if code != ErrorCode.none:
-        raise KafkaError(f"{code.name} scheduling the delayed records", code=code)
+    by_target: dict = {}
+    for record in split.delayed:  # one delay-log partition delivers each target's records
+        by_target.setdefault(record.target, []).append(record)
+    for target, records in by_target.items():
+        code = await ctx.broker.delayed.schedule(target, records)
+        if code != ErrorCode.none:
+            raise KafkaError(f"{code.name} scheduling the delayed records", code=code)
     if ctx.broker.replica_manager.partitions.get(tp) is not partition or not partition.is_leader:
         raise NotLeaderOrFollowerError(f"This broker is no longer the leader of {tp}.")
     if split.remaining is None:

@@ -14,12 +14,14 @@ batch is recognised as a duplicate. A batch of no producer whose records all wai
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kbroker.delayed.format import DelayedRecord, Target, due_time, idempotent_id, random_id
 from kbroker.wire.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
+    Record,
     build_batch,
     decode_records,
     decompress,
@@ -47,19 +49,34 @@ def split_batch(buf, pos: int, header: BatchHeader, target: Target, now_ms: int,
                 max_delay_ms: int) -> SplitBatch | None:
     """The batch's delayed records and the batch left for the target; None when nothing is delayed.
     DelayHeaderError for a malformed delay header."""
+    def plan(rec) -> Planned | None:
+        due = due_time(rec.headers, now_ms, topic_delay_ms, max_delay_ms)
+        return None if due is None else (target, due, tuple(rec.headers))
+    return split_records(buf, pos, header, target, plan)
+
+
+# where a record goes, when and with which headers; None: it stays in the produced batch
+Planned = tuple[Target, int, tuple]
+
+
+def split_records(buf, pos: int, header: BatchHeader, source: Target,
+                  plan: Callable[[Record], Planned | None]) -> SplitBatch | None:
+    """The batch at `pos` of partition `source` taken apart by `plan` (also used by retry topics,
+    whose records go to another topic); None when `plan` keeps every record."""
     delayed: list[DelayedRecord] = []
     kept = []
     for rec in decode_records(buf, pos, header):
-        due = due_time(rec.headers, now_ms, topic_delay_ms, max_delay_ms)
-        if due is None:
+        planned = plan(rec)
+        if planned is None:
             kept.append(rec)
             continue
+        target, due, headers = planned
         if header.producer_id >= 0:
             sequence = increment_sequence(header.base_sequence, rec.offset - header.base_offset)
-            record_id = idempotent_id(target, header.producer_id, header.producer_epoch, sequence)
+            record_id = idempotent_id(source, header.producer_id, header.producer_epoch, sequence)
         else:
             record_id = random_id()
-        delayed.append(DelayedRecord(record_id, target, due, rec.timestamp, rec.key, rec.value, tuple(rec.headers)))
+        delayed.append(DelayedRecord(record_id, target, due, rec.timestamp, rec.key, rec.value, headers))
     if not delayed:
         return None
     if not kept and header.producer_id < 0:
