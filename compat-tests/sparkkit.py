@@ -91,7 +91,7 @@ def start_session(kt, workdir: Path):
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
     os.environ["PYSPARK_PYTHON"] = sys.executable
     java_options = f"-Djava.io.tmpdir={workdir / 'tmp'} -Dlog4j2.configurationFile=file:{log_config}"
-    spark = (SparkSession.builder
+    builder = (SparkSession.builder
              .master("local[2]")
              .appName("kbroker-compat")
              .config("spark.jars", ",".join(str(j) for j in jars))
@@ -105,8 +105,15 @@ def start_session(kt, workdir: Path):
              .config("spark.default.parallelism", "2")
              .config("spark.local.dir", str(workdir / "local"))
              .config("spark.sql.warehouse.dir", str(workdir / "warehouse"))
-             .config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
+             .config("spark.sql.session.timeZone", "UTC"))
+    # Spark 4.0 makes an `artifacts` directory in the working directory of its JVM, which starts
+    # here with the first session of this process: not in the repository
+    previous = os.getcwd()
+    os.chdir(workdir)
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        os.chdir(previous)
     spark.sparkContext.setLogLevel("WARN")
     return spark
 

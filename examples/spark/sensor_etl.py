@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import threading
 from pathlib import Path
 
 import spark_kafka
@@ -118,18 +119,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--trigger", default="5 seconds", help="micro-batch interval (default 5 seconds)")
     parser.add_argument("--max-offsets-per-trigger", type=int, default=None,
                         help="bound each micro-batch to this many records (default: all available)")
+    parser.add_argument("--state-partitions", type=int, default=4,
+                        help="partitions of the window state (spark.sql.shuffle.partitions, default 4); "
+                             "a checkpoint keeps the number it began with")
     args = parser.parse_args(argv)
 
-    spark = spark_kafka.session("kbroker-sensor-etl", args)
+    spark = spark_kafka.session("kbroker-sensor-etl", args,
+                                {"spark.sql.shuffle.partitions": str(args.state_partitions)})
     queries = start(spark, args.bootstrap_server, args.source, args.stats_topic, args.archive, args.checkpoint,
                     window=args.window, watermark=args.watermark, trigger=args.trigger,
                     max_offsets_per_trigger=args.max_offsets_per_trigger)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops as Ctrl-C does
+    stopping = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C or SIGTERM: stop between two waits
+        signal.signal(signum, lambda *_: stopping.set())
     print(f"running: {', '.join(q.name for q in queries)}; Ctrl-C to stop", flush=True)
     try:
-        spark.streams.awaitAnyTermination()
-    except KeyboardInterrupt:
-        pass
+        while not stopping.is_set():
+            if spark.streams.awaitAnyTermination(1):  # a query ended: raises its error, if any
+                break
     finally:
         for query in queries:
             query.stop()

@@ -40,11 +40,15 @@ def add_common_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default=None, help="Spark master (default: Spark's own, local[*])")
 
 
-def session(app_name: str, args: argparse.Namespace):
-    """The SparkSession an example runs in (the one spark-submit started, if any)."""
+def session(app_name: str, args: argparse.Namespace, conf: dict[str, str] | None = None):
+    """The SparkSession an example runs in (the one spark-submit started, if any), with `conf`."""
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName(app_name).config("spark.sql.session.timeZone", "UTC")
+    builder = (SparkSession.builder.appName(app_name)
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.ui.showConsoleProgress", "false"))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     if args.master:
         builder = builder.master(args.master)
     if args.jars:
