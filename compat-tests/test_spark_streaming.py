@@ -64,9 +64,11 @@ def expected_windows(events: list[dict]) -> dict[tuple[str, int], dict]:
 
 def test_etl_resumes_exactly_where_it_stopped(kt, kbroker, spark, tmp_path):
     """The ETL runs micro-batches while the load generator writes, is stopped in the middle of the
-    stream, misses a chunk, and is started again on the same checkpoints: the archive holds each
-    event exactly once, the stats topic every window with exactly its events' count, sum, min and
-    max (a window written twice by the at-least-once Kafka sink is written identically)."""
+    stream, misses a chunk (and a value that is no event), and is started again on the same
+    checkpoints: the archive holds each record exactly once, the stats topic every window with
+    exactly its events' count, sum, min and max (a window written twice by the at-least-once
+    Kafka sink is written identically)."""
+    ck_module = kt.require_module("confluent_kafka")
     etl, loadgen = sparkkit.example("sensor_etl"), sparkkit.example("loadgen")
     source, stats = kt.topic_name("spark", "sensors"), kt.topic_name("spark", "stats")
     create_topics(kbroker.bootstrap, source, stats)
@@ -90,13 +92,16 @@ def test_etl_resumes_exactly_where_it_stopped(kt, kbroker, spark, tmp_path):
         query.stop()
     writer.join(60)
     stopped_at = len(sparkkit.read_archive(kt, spark, archive, source))
-    write(2 * CHUNK, CHUNK)  # written while the ETL is down
+    write(2 * CHUNK, CHUNK)  # written while the ETL is down, with a value that is no event
+    producer = ck_module.Producer({"bootstrap.servers": kbroker.bootstrap})
+    producer.produce(source, key=b"bad", value=b"not json {", partition=0)
+    assert producer.flush(30) == 0
     total = 3 * CHUNK
     assert 0 < stopped_at < total, f"the ETL was not stopped mid-stream ({stopped_at} of {total} archived)"
 
     queries = start()
     try:
-        wait_archive(kt, spark, archive, source, total, 90, "after the restart")
+        wait_archive(kt, spark, archive, source, total + 1, 90, "after the restart")
         # an event a minute later moves the watermark past every window of the others
         write(total, 1, origin_ms=origin + 60_000)
         events = [loadgen.event(i, origin_ms=origin, rate=RATE, sensors=SENSORS) for i in range(total)]
@@ -110,7 +115,7 @@ def test_etl_resumes_exactly_where_it_stopped(kt, kbroker, spark, tmp_path):
             return {json.loads(r.value)["window_start_ms"] for r in written} >= {s for _, s in windows}
 
         kt.wait_until(all_windows, 60, "every window in the stats topic", interval=1.0)
-        rows = wait_archive(kt, spark, archive, source, total + 1, 30, "the closing event")
+        rows = wait_archive(kt, spark, archive, source, total + 2, 30, "the closing event")
         for query in queries:
             assert query.exception() is None, query.exception()
     finally:
@@ -121,6 +126,9 @@ def test_etl_resumes_exactly_where_it_stopped(kt, kbroker, spark, tmp_path):
     assert rows == sparkkit.read_topic(kt, spark, kbroker.bootstrap, source)
     for p, recs in kt.by_partition(rows).items():
         assert [r.offset for r in recs] == list(range(len(recs))), f"partition {p}: archive offsets not dense"
+    bad = [r for r in rows if r.key == b"bad"]
+    assert [(r.partition, r.value) for r in bad] == [(0, b"not json {")]  # archived, left out of the stats
+    rows = [r for r in rows if r.key != b"bad"]
     got_events = [json.loads(r.value) for r in rows]
     assert sorted(got_events, key=lambda e: e["event_id"]) == events + [closer]
     for r in rows:
