@@ -1,7 +1,8 @@
 """Spark Structured Streaming over kbroker with the built-in Kafka connector: the streaming ETL
-example (`examples/spark/sensor_etl.py`) fed by the load generator (`examples/spark/loadgen.py`),
-stopped in the middle of the stream and started again from its checkpoints, and a streaming read
-across a SIGKILL and restart of the broker.
+example (`examples/spark/sensor_etl.py`) fed by the load generator (`examples/spark/loadgen.py`,
+as functions in this session and once as the command a user runs), stopped in the middle of the
+stream and started again from its checkpoints, and a streaming read across a SIGKILL and restart
+of the broker.
 
 Spark keeps its source offsets in the checkpoint and plans each micro-batch from ListOffsets
 latest: the Parquet archive (a file sink, exactly once) must hold every record of the topic once,
@@ -11,6 +12,8 @@ at its partition and offset, whatever happened in between.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter, defaultdict
@@ -92,7 +95,13 @@ def test_etl_resumes_exactly_where_it_stopped(kt, kbroker, spark, tmp_path):
         query.stop()
     writer.join(60)
     stopped_at = len(sparkkit.read_archive(kt, spark, archive, source))
-    write(2 * CHUNK, CHUNK)  # written while the ETL is down, with a value that is no event
+    # written while the ETL is down, by the load generator's command line, with a value that is no event
+    jars = ",".join(str(j) for j in sparkkit.connector_jars(kt))
+    cli = subprocess.run([sys.executable, str(sparkkit.EXAMPLES / "loadgen.py"), "--bootstrap-server", kbroker.bootstrap,
+                          "--topic", source, "--rate", str(RATE), "--seconds", str(CHUNK // RATE), "--sensors",
+                          str(SENSORS), "--first", str(2 * CHUNK), "--origin-ms", str(origin), "--jars", jars,
+                          "--master", "local[1]"], cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert cli.returncode == 0 and f"done: {CHUNK} events" in cli.stdout, f"{cli.stdout}\n{cli.stderr[-3000:]}"
     producer = ck_module.Producer({"bootstrap.servers": kbroker.bootstrap})
     producer.produce(source, key=b"bad", value=b"not json {", partition=0)
     assert producer.flush(30) == 0

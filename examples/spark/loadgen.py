@@ -8,8 +8,8 @@ sensor name (Kafka's default partitioner keeps each sensor in one partition, in 
 
     {"event_id": i, "sensor": "sensor-<i % sensors>", "reading": <i * 7 % 100>, "event_ms": <origin + i * 1000 // rate>}
 
-and it carries a header `event-id`. The origin is the run's start, so event times follow the
-clock; `--first` continues the numbering of an earlier run.
+and it carries a header `event-id`. The origin is the run's start (or `--origin-ms`), so event
+times follow the clock; `--first` continues the numbering of an earlier run.
 """
 
 from __future__ import annotations
@@ -55,13 +55,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seconds", type=int, default=60, help="how long to run (default 60)")
     parser.add_argument("--sensors", type=int, default=8, help="distinct sensors (default 8)")
     parser.add_argument("--first", type=int, default=0, help="id of the first event (default 0)")
+    parser.add_argument("--origin-ms", type=int, default=None,
+                        help="event time of event 0, epoch ms (default: event --first is now)")
     args = parser.parse_args(argv)
     if args.rate <= 0 or args.sensors <= 0 or args.seconds < 0:
         parser.error("--rate and --sensors must be positive, --seconds not negative")
 
     spark = spark_kafka.session("kbroker-loadgen", args)
     started = time.monotonic()
-    origin_ms = int(time.time() * 1000) - args.first * 1000 // args.rate  # event `first` is "now"
+    origin_ms = args.origin_ms
+    if origin_ms is None:
+        origin_ms = int(time.time() * 1000) - args.first * 1000 // args.rate  # event `first` is "now"
     next_id = args.first
     for second in range(args.seconds):
         write_events(spark, args.bootstrap_server, args.topic, next_id, args.rate,
