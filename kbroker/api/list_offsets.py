@@ -15,25 +15,33 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED = -1, -2, -3, -4,
 
 
 def lookup(partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
-    """(timestamp, offset) for one partition as Kafka answers it; -1/-1 when nothing qualifies."""
+    """(timestamp, offset) for one partition as Kafka answers it; -1/-1 when nothing qualifies.
+
+    A leader just elected whose high watermark has not yet reached the start of its epoch (its
+    followers have not fetched from it yet) may hold a high watermark below the one its
+    predecessor answered. Kafka then refuses what it cannot answer for certain — latest, and a
+    lookup that finds nothing below the limit — with OFFSET_NOT_AVAILABLE, which clients retry:
+    a latest offset that went back would make Spark report data loss and re-read records."""
     log = partition.log
     limit = partition.fetchable_offset(read_committed)
-    if timestamp == LATEST:
-        return -1, limit
     if timestamp in (EARLIEST, EARLIEST_LOCAL):
         return -1, log.log_start_offset
     if timestamp == LATEST_TIERED:
         return -1, -1  # no tiered storage: Kafka answers "no offset"
-    if timestamp == MAX_TIMESTAMP:
+    if timestamp == LATEST:
+        found = None
+    elif timestamp == MAX_TIMESTAMP:
         found = log.max_timestamp_and_offset()
     else:
         found = log.fetch_offset_by_timestamp(timestamp)
-    if found is None:
-        return -1, -1
-    offset, ts = found
-    if offset >= limit:
-        return -1, -1
-    return ts, offset
+    if found is not None and found[0] < limit:
+        offset, ts = found
+        return ts, offset
+    if partition.high_watermark < partition.leader_epoch_start_offset:
+        raise KafkaError(f"{partition.topic_partition}: the high watermark {partition.high_watermark} is behind "
+                         f"the start of leader epoch {partition.leader_epoch} at {partition.leader_epoch_start_offset}",
+                         code=ErrorCode.offset_not_available)
+    return (-1, limit) if timestamp == LATEST else (-1, -1)
 
 
 async def lookup_tiered(remote, partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
