@@ -74,21 +74,7 @@ def _ends(broker, topic, partitions=PARTITIONS):
 
 
 def _settled_ends(kt, broker, topic, partitions=PARTITIONS, timeout=15):
-    """(LSO, HW) once no transaction is open on the topic: a commit or abort returns once the
-    coordinator has logged its decision, the markers follow (in Kafka too), so the last stable
-    offset may trail for a moment; it must reach the high watermark within `timeout`."""
-    last = []
-
-    def settled():
-        last[:] = [_ends(broker, topic, partitions)]
-        return last[0][0] == last[0][1]
-
-    try:
-        kt.wait_until(settled, timeout, "no open transaction", interval=0.05)
-    except AssertionError:
-        raise AssertionError(f"a transaction is still open {timeout} s after the last commit/abort returned: "
-                             f"last stable offsets {last[0][0]}, high watermarks {last[0][1]}") from None
-    return last[0]
+    return tk.settled_ends(kt, broker.bootstrap, topic, range(partitions), timeout)
 
 
 def _check(result, expected_acks, ends):

@@ -289,6 +289,7 @@ def test_read_committed_on_a_view_skips_aborted_matching_records(kbroker, kt, re
                              on_delivery=lambda err, msg: acked.__setitem__(msg.value().decode(), msg.offset()))
         producer.flush(30)
         producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    txnkit.settled_ends(kt, kbroker.bootstrap, source, [0])  # the last commit's markers are written
     for isolation, txns in ((txnkit.READ_COMMITTED, ("t1", "t3")), (txnkit.READ_UNCOMMITTED, ("t1", "t2", "t3"))):
         ends = txnkit.list_offsets(kbroker.bootstrap, view, [0], isolation)
         result = txnkit.read(family, kbroker.bootstrap, view, isolation, ends, timeout=30, java=java,

@@ -410,6 +410,27 @@ def _call(address: str, api_key: int, version: int, body: bytes, timeout: float 
     return response[4:]
 
 
+def settled_ends(kt, bootstrap: str, topic: str, partitions: Iterable[int], timeout: float = 15
+                 ) -> tuple[dict[int, int], dict[int, int]]:
+    """(LSO, HW) once no transaction is open on the topic: a commit or abort returns once the
+    coordinator has logged its decision, the markers follow (in Kafka too), so the last stable
+    offset may trail for a moment; it must reach the high watermark within `timeout`."""
+    partitions = sorted(partitions)
+    last: list = []
+
+    def settled():
+        last[:] = [(list_offsets(bootstrap, topic, partitions, READ_COMMITTED),
+                    list_offsets(bootstrap, topic, partitions, READ_UNCOMMITTED))]
+        return last[0][0] == last[0][1]
+
+    try:
+        kt.wait_until(settled, timeout, "no open transaction", interval=0.05)
+    except AssertionError:
+        raise AssertionError(f"a transaction is still open {timeout} s after the last commit/abort returned: "
+                             f"last stable offsets {last[0][0]}, high watermarks {last[0][1]}") from None
+    return last[0]
+
+
 def list_offsets(addresses: str | dict[int, str], topic: str, partitions: Iterable[int], isolation: str) -> dict[int, int]:
     """The latest offset of each partition by ListOffsets v2 at `isolation`: the high watermark
     (read_uncommitted) or the last stable offset (read_committed). `addresses`: one broker for all,
