@@ -31,6 +31,7 @@ from kbroker.errors import (
 )
 from kbroker.group.coordinator import GroupConfig, GroupCoordinator
 from kbroker.group.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
+from kbroker.log.dir_lock import LogDirLock
 from kbroker.log.log_manager import LogManager
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.metadata.store import (
@@ -96,7 +97,8 @@ class ProducerIdManager:
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, advertised: tuple[str, int], zk_session=None) -> None:
+    def __init__(self, config: BrokerConfig, advertised: tuple[str, int], zk_session=None,
+                 dir_lock: LogDirLock | None = None) -> None:
         self.config = config
         self.node_id = config.node_id
         host, port = advertised
@@ -104,9 +106,8 @@ class Broker:
             host = socket.getfqdn()
         self.info = BrokerInfo(self.node_id, host, port, config.get("broker.rack"))
         log_dirs = config.log_dirs
-        for d in log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-        self.log_manager = LogManager(log_dirs, log_config_for(config, {}), now_ms=now_ms)
+        self.log_manager = LogManager(log_dirs, log_config_for(config, {}), now_ms=now_ms, dir_lock=dir_lock)
+        self.log_manager.lock_dirs()  # before the metadata store or recovery touch a file
         self.cluster = zk_session is not None
         self.controller = None  # KafkaController, in a cluster
         if self.cluster:

@@ -19,7 +19,7 @@ from kbroker.admin.topics import add_topics_command, run_topics
 from kbroker.admin.transactions import add_transactions_command, run_transactions
 from kbroker.config import BrokerConfig
 from kbroker.dev_cluster import add_dev_cluster_command, run_dev_cluster
-from kbroker.errors import KafkaError
+from kbroker.errors import InvalidConfigError, StartupError
 
 
 def _raise_open_files_limit() -> None:
@@ -69,10 +69,20 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config = BrokerConfig.from_sources(args.config, args.override)
-    except (KafkaError, OSError) as exc:
-        print(f"kbroker: {exc}", file=sys.stderr)
+        return _serve(args)
+    except Exception as exc:  # noqa: BLE001 - a start-up failure is one line and status 2, not a traceback
+        cause = _startup_error(exc)
+        if cause is None:
+            raise
+        print(f"kbroker: {' '.join(str(cause).split())}", file=sys.stderr)
         return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        config = BrokerConfig.from_sources(args.config, args.override)
+    except OSError as exc:
+        raise StartupError(f"cannot read the --config file {args.config}: {exc.strerror or exc}") from None
     store_prefix = config.get("remote.log.storage.manager.impl.prefix")  # the archive store's own keys
     for key in config.unknown:
         if not key.startswith(store_prefix):
@@ -80,24 +90,18 @@ def main(argv: list[str] | None = None) -> int:
     _raise_open_files_limit()
     from kbroker.server.server import serve
 
-    try:
-        trio.run(serve, config)
-    except Exception as exc:  # noqa: BLE001 - a start-up failure is one line, not a traceback
-        cause = _startup_error(exc)
-        if cause is None:
-            raise
-        print(f"kbroker: {cause}", file=sys.stderr)
-        return 2
+    trio.run(serve, config)
     return 0
 
 
 def _startup_error(exc: BaseException) -> BaseException | None:
-    """The ZooKeeper or archive store failure inside (possibly nested) exception groups, if that is
-    what ended the run."""
+    """Why the broker could not start, if that is what ended the run: a StartupError (log dirs,
+    listeners, the --config file), a config value Kafka would refuse, a file that cannot be read, or
+    the ZooKeeper or archive store failing, found inside trio's (possibly nested) exception groups."""
     from kbroker.tiered.store import StoreError
     from kbroker.zookeeper.znodes import ZkError
 
-    if isinstance(exc, (ZkError, StoreError)):
+    if isinstance(exc, (StartupError, InvalidConfigError, ZkError, StoreError)):
         return exc
     if isinstance(exc, BaseExceptionGroup):
         for inner in exc.exceptions:

@@ -58,6 +58,36 @@ class ConfigDef:
     sensitive: bool = False
 
 
+class Rule:
+    """A value check with the words Kafka's validator gives when it fails (ConfigDef.Range &c.)."""
+
+    def __init__(self, check: Callable[[Any], bool], words: str) -> None:
+        self.check, self.words = check, words
+
+    def __call__(self, value: Any) -> bool:
+        return self.check(value)
+
+    def why(self, value: Any) -> str:
+        return self.words
+
+
+class Range(Rule):
+    """Kafka's ConfigDef.Range: atLeast(min), between(min, max)."""
+
+    def __init__(self, low: float, high: float | None = None) -> None:
+        super().__init__(lambda v: v >= low and (high is None or v <= high), f"Value must be at least {low}")
+        self.high = high
+
+    def why(self, value: Any) -> str:
+        return f"Value must be no more than {self.high}" if self.high is not None and value > self.high else self.words
+
+
+def _invalid(d: ConfigDef, raw: Any, why: str) -> InvalidConfigError:
+    """Kafka's ConfigException text: `Invalid value <v> for configuration <key>: <why>`."""
+    shown = format_value(raw) if isinstance(raw, (list, bool)) else str(raw).strip()
+    return InvalidConfigError(f"Invalid value {shown} for configuration {d.name}: {why}")
+
+
 def _parse(d: ConfigDef, raw: Any) -> Any:
     """Parse a string (or already typed value) for `d`; InvalidConfigError when it does not fit."""
     try:
@@ -67,27 +97,28 @@ def _parse(d: ConfigDef, raw: Any) -> Any:
             value = int(str(raw).strip())
             bits = {ConfigType.INT: 31, ConfigType.LONG: 63, ConfigType.SHORT: 15}[d.type]
             if not -(2**bits) <= value < 2**bits:
-                raise ValueError("out of range")
+                raise ValueError(f"Not a number of type {d.type.name}")
         elif d.type is ConfigType.DOUBLE:
             value = float(str(raw).strip())
         elif d.type is ConfigType.BOOLEAN:
             text = str(raw).strip().lower()
             if text not in ("true", "false"):
-                raise ValueError("expected true or false")
+                raise ValueError("Expected value to be either true or false")
             value = text == "true"
         elif d.type is ConfigType.LIST:
             value = [part.strip() for part in str(raw).split(",") if part.strip()] if not isinstance(raw, list) else raw
         else:
             value = str(raw).strip()
     except ValueError as exc:
-        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {d.name}: {exc}") from None
+        why = str(exc) if str(exc).startswith(("Not a number", "Expected")) else f"Not a number of type {d.type.name}"
+        raise _invalid(d, raw, why) from None
     if d.choices is not None and value is not None:
         items = value if isinstance(value, list) else [value]
         lowered = {c.lower(): c for c in d.choices}
         if not all(str(v).lower() in lowered for v in items):
-            raise InvalidConfigError(f"Invalid value {raw!r} for configuration {d.name}: must be one of {d.choices}")
+            raise _invalid(d, raw, f"String must be one of: {', '.join(d.choices)}")
     if d.valid is not None and value is not None and not d.valid(value):
-        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {d.name}")
+        raise _invalid(d, raw, d.valid.why(value) if isinstance(d.valid, Rule) else "Value is not valid")
     return value
 
 
@@ -102,8 +133,12 @@ def format_value(value: Any) -> str | None:
     return str(value)
 
 
-def _at_least(n: int) -> Callable[[Any], bool]:
-    return lambda v: v >= n
+def _at_least(n: int) -> Rule:
+    return Range(n)
+
+
+def _between(low: float, high: float) -> Rule:
+    return Range(low, high)
 
 
 def _throttled_replicas(items: list[str]) -> bool:
@@ -142,7 +177,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.roll.ms", _L, None, "Maximum segment age before rolling (wins over log.roll.hours)."),
         ConfigDef("log.roll.hours", _I, 168, "Maximum segment age in hours.", _at_least(1)),
         ConfigDef("log.roll.jitter.ms", _L, None, "Jitter on segment roll time."),
-        ConfigDef("log.roll.jitter.hours", _I, 0, "Jitter on segment roll time in hours."),
+        ConfigDef("log.roll.jitter.hours", _I, 0, "Jitter on segment roll time in hours.", _at_least(0)),
         ConfigDef("log.retention.ms", _L, None, "Retention time; -1 = forever (wins over minutes/hours)."),
         ConfigDef("log.retention.minutes", _I, None, "Retention time in minutes."),
         ConfigDef("log.retention.hours", _I, 336, "Retention time in hours (kbroker default: 2 weeks)."),
@@ -153,20 +188,24 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.flush.interval.messages", _L, LONG_MAX, "Messages before a forced fsync.", _at_least(1)),
         ConfigDef("log.flush.interval.ms", _L, None, "Max time data stays unflushed; unset = scheduler interval."),
         ConfigDef("log.flush.scheduler.interval.ms", _L, LONG_MAX, "How often the flusher checks logs."),
-        ConfigDef("log.flush.offset.checkpoint.interval.ms", _I, 60000, "Recovery point checkpoint interval."),
-        ConfigDef("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, "Log start checkpoint interval."),
+        ConfigDef("log.flush.offset.checkpoint.interval.ms", _I, 60000, "Recovery point checkpoint interval.",
+                  _at_least(0)),
+        ConfigDef("log.flush.start.offset.checkpoint.interval.ms", _I, 60000, "Log start checkpoint interval.",
+                  _at_least(0)),
         ConfigDef("replica.high.watermark.checkpoint.interval.ms", _L, 5000, "High watermark checkpoint interval."),
-        ConfigDef("log.segment.delete.delay.ms", _L, 60000, "Delay before deleting a removed segment's files."),
+        ConfigDef("log.segment.delete.delay.ms", _L, 60000, "Delay before deleting a removed segment's files.",
+                  _at_least(0)),
         ConfigDef("log.cleanup.policy", _LIST, ["delete"], "delete and/or compact.", choices=_CLEANUP),
         ConfigDef("log.cleaner.enable", _B, True, "Compact logs with cleanup.policy compact."),
         ConfigDef("log.cleaner.backoff.ms", _L, 15000, "Pause between log cleaner passes.", _at_least(0)),
-        ConfigDef("log.cleaner.delete.retention.ms", _L, 86400000, "How long tombstones are kept."),
-        ConfigDef("log.cleaner.min.compaction.lag.ms", _L, 0, "Minimum age before compaction."),
-        ConfigDef("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX, "Maximum age before compaction."),
-        ConfigDef("log.cleaner.min.cleanable.ratio", _D, 0.5, "Dirty ratio that triggers compaction."),
+        ConfigDef("log.cleaner.delete.retention.ms", _L, 86400000, "How long tombstones are kept.", _at_least(0)),
+        ConfigDef("log.cleaner.min.compaction.lag.ms", _L, 0, "Minimum age before compaction.", _at_least(0)),
+        ConfigDef("log.cleaner.max.compaction.lag.ms", _L, LONG_MAX, "Maximum age before compaction.", _at_least(1)),
+        ConfigDef("log.cleaner.min.cleanable.ratio", _D, 0.5, "Dirty ratio that triggers compaction.", _between(0, 1)),
         ConfigDef("log.message.timestamp.type", _S, "CreateTime", "CreateTime or LogAppendTime.", choices=_TS_TYPES),
-        ConfigDef("log.message.timestamp.before.max.ms", _L, LONG_MAX, "Max age of a record timestamp."),
-        ConfigDef("log.message.timestamp.after.max.ms", _L, LONG_MAX, "Max future skew of a record timestamp."),
+        ConfigDef("log.message.timestamp.before.max.ms", _L, LONG_MAX, "Max age of a record timestamp.", _at_least(0)),
+        ConfigDef("log.message.timestamp.after.max.ms", _L, LONG_MAX, "Max future skew of a record timestamp.",
+                  _at_least(0)),
         ConfigDef("log.preallocate", _B, False, "Preallocate segment files."),
         ConfigDef("message.max.bytes", _I, 1048588, "Largest record batch size.", _at_least(0)),
         ConfigDef("compression.type", _S, "producer", "Final compression of a topic's data.", choices=_COMPRESSION),
@@ -208,7 +247,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
                   "How often the coordinator aborts transactions open longer than their timeout.", _at_least(1)),
         ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", _I, 3600000,
                   "How often the coordinator forgets expired transactional ids.", _at_least(1)),
-        ConfigDef("producer.id.expiration.ms", _I, 86400000, "Idle producer id expiry."),
+        ConfigDef("producer.id.expiration.ms", _I, 86400000, "Idle producer id expiry.", _at_least(1)),
         ConfigDef("controlled.shutdown.enable", _B, True, "Hand over leadership before shutdown."),
         ConfigDef("controlled.shutdown.max.retries", _I, 3, "Controlled shutdown attempts before a plain shutdown.",
                   _at_least(0)),
@@ -283,7 +322,7 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
         (ConfigDef("message.timestamp.type", _S, "CreateTime", "Timestamp type.", choices=_TS_TYPES), ("log.message.timestamp.type",)),
         (ConfigDef("message.timestamp.before.max.ms", _L, LONG_MAX, "Max timestamp age.", _at_least(0)), ("log.message.timestamp.before.max.ms",)),
         (ConfigDef("message.timestamp.after.max.ms", _L, LONG_MAX, "Max timestamp skew.", _at_least(0)), ("log.message.timestamp.after.max.ms",)),
-        (ConfigDef("min.cleanable.dirty.ratio", _D, 0.5, "Dirty ratio for compaction.", lambda v: 0 <= v <= 1), ("log.cleaner.min.cleanable.ratio",)),
+        (ConfigDef("min.cleanable.dirty.ratio", _D, 0.5, "Dirty ratio for compaction.", _between(0, 1)), ("log.cleaner.min.cleanable.ratio",)),
         (ConfigDef("min.compaction.lag.ms", _L, 0, "Min compaction lag.", _at_least(0)), ("log.cleaner.min.compaction.lag.ms",)),
         (ConfigDef("min.insync.replicas", _I, 1, "Minimum ISR for acks=all.", _at_least(1)), ("min.insync.replicas",)),
         (ConfigDef("preallocate", _B, False, "Preallocate segments."), ("log.preallocate",)),
@@ -394,7 +433,32 @@ class BrokerConfig:
                 config.explicit[key] = _parse(BROKER_CONFIGS[key], value)
             else:
                 config.unknown[key] = str(value)  # Kafka logs and ignores unknown keys
+        config._check_rules()
         return config
+
+    def _check_rules(self) -> None:
+        """What one key's validator cannot see, checked as Kafka's KafkaConfig and LogManager do at
+        start-up: the listeners parse; every broker value a topic config falls back to passes that
+        topic config's validator (Kafka builds its default LogConfig from them); the resolved
+        retention is -1 or at least 1 ms; a follower's fetch wait fits its timeouts."""
+        self.listeners, self.advertised_listeners  # noqa: B018 - parsed for their errors
+        for topic_key, (definition, synonyms) in TOPIC_CONFIGS.items():
+            value, broker_key = self.broker_value_for_topic_key(topic_key) if synonyms else (None, None)
+            if broker_key is not None and isinstance(definition.valid, Rule) and not definition.valid(value):
+                raise _invalid(BROKER_CONFIGS[broker_key], format_value(self.get(broker_key)),
+                               definition.valid.why(value))
+        retention_ms, retention_key = self.broker_value_for_topic_key("retention.ms")
+        if retention_ms == 0:  # negative values mean unlimited (-1), as in Kafka
+            key = retention_key or "log.retention.hours"
+            raise _invalid(BROKER_CONFIGS[key], self.get(key),
+                           "log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
+        wait = self.get("replica.fetch.wait.max.ms")
+        if wait > self.get("replica.socket.timeout.ms"):
+            raise InvalidConfigError("replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms "
+                                     "to prevent unnecessary socket timeouts")
+        if wait > self.get("replica.lag.time.max.ms"):
+            raise InvalidConfigError("replica.fetch.wait.max.ms should always be less than or equal to "
+                                     "replica.lag.time.max.ms to prevent frequent changes in ISR")
 
     def get(self, key: str) -> Any:
         if key in self.explicit:
@@ -452,8 +516,11 @@ def parse_listeners(text: str) -> list[tuple[str, str, int]]:
             continue
         match = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*)://\[?([^\]]*?)\]?:(\d+)", item)
         if not match:
-            raise InvalidConfigError(f"Invalid listener {item!r}: expected NAME://host:port")
-        result.append((match.group(1), match.group(2), int(match.group(3))))
+            raise InvalidConfigError(f"Unable to parse {item} to a broker endpoint (expected NAME://host:port)")
+        port = int(match.group(3))
+        if port > 65535:
+            raise InvalidConfigError(f"Invalid port {port} in listener {item}: a port is 0 to 65535")
+        result.append((match.group(1), match.group(2), port))
     return result
 
 

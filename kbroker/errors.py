@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from kio.schema.errors import ErrorCode
 
-__all__ = ["ErrorCode", "KafkaError", "error_code_of"]
+__all__ = ["ErrorCode", "KafkaError", "StartupError", "error_code_of"]
 
 
 class KafkaError(Exception):
@@ -21,6 +21,11 @@ class KafkaError(Exception):
         super().__init__(message or self.__class__.__name__)
         if code is not None:
             self.code = code
+
+
+class StartupError(Exception):
+    """The broker cannot start as configured (a log dir locked by another broker or unusable, a
+    listener that cannot bind): `kbroker serve` prints the message as one line and exits with 2."""
 
 
 def _error(name: str, code: ErrorCode, base: type[KafkaError] = KafkaError) -> type[KafkaError]:

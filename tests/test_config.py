@@ -109,3 +109,37 @@ def test_tiered_storage_topic_configs_are_validated_as_kafka_does():
     assert config.remote_storage_enable and config.local_retention_ms_effective == 1000
     assert config.local_retention_bytes_effective == config.retention_bytes == -1
     assert not log_config_for(off, {"remote.storage.enable": "true"}).remote_storage_enable
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("log.segment.bytes", "13", "Invalid value 13 for configuration log.segment.bytes: Value must be at least 14"),
+    ("num.partitions", "0", "Invalid value 0 for configuration num.partitions: Value must be at least 1"),
+    ("socket.request.max.bytes", "0", "Value must be at least 1"),
+    ("log.cleaner.min.cleanable.ratio", "-0.5", "Value must be at least 0"),
+    ("log.cleaner.min.cleanable.ratio", "2", "Value must be no more than 1"),
+    ("log.roll.jitter.hours", "-1", "Value must be at least 0"),
+    ("log.message.timestamp.type", "Now", "String must be one of: CreateTime, LogAppendTime"),
+    ("num.partitions", "2147483648", "Not a number of type INT"),
+    ("delete.topic.enable", "yes", "Expected value to be either true or false"),
+    # a broker value a topic config falls back to passes that topic config's validator, as Kafka's
+    # default LogConfig checks it
+    ("log.flush.interval.ms", "-1", "Invalid value -1 for configuration log.flush.interval.ms: Value must be at least 0"),
+    ("log.roll.ms", "0", "Invalid value 0 for configuration log.roll.ms: Value must be at least 1"),
+    ("log.retention.ms", "0", "log.retention.ms must be unlimited (-1) or, greater than or equal to 1"),
+    ("log.retention.hours", "0", "Invalid value 0 for configuration log.retention.hours: log.retention.ms must be"),
+    ("listeners", "PLAINTEXT//h:1", "Unable to parse PLAINTEXT//h:1 to a broker endpoint"),
+    ("listeners", "PLAINTEXT://h:65536", "Invalid port 65536"),
+    ("replica.fetch.wait.max.ms", "40000", "replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms"),
+])
+def test_values_outside_kafkas_validators_are_refused_with_kafkas_words(key, value, words):
+    with pytest.raises(InvalidConfigError) as caught:
+        BrokerConfig.from_dict({key: value})
+    assert words in str(caught.value)
+
+
+def test_negative_retention_means_unlimited_as_in_kafka():
+    # Kafka's KafkaConfig.logRetentionTimeMillis turns any negative value into -1 (unlimited); only
+    # 0 is refused. log.retention.bytes takes any long.
+    config = BrokerConfig.from_dict({"log.retention.ms": "-5", "log.retention.bytes": "-7"})
+    assert log_config_for(config, {}).retention_ms == -1
+    assert log_config_for(config, {}).retention_bytes == -7

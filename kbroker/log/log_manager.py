@@ -4,7 +4,8 @@ Loads `topic-partition` directories at startup with the per-dir checkpoint files
 (`recovery-point-offset-checkpoint`, `log-start-offset-checkpoint`, `replication-offset-checkpoint`,
 `cleaner-offset-checkpoint`) and the clean shutdown marker `.kafka_cleanshutdown`; creates and
 deletes logs; runs retention, compaction and interval flushes when the caller's scheduler asks;
-writes checkpoints and the marker on shutdown.
+writes checkpoints and the marker on shutdown. `lock_dirs` (dir_lock.py) creates and checks the
+dirs and holds their `.lock` from before anything reads them until shutdown.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from kbroker.log.checkpoint import (
 )
 from kbroker.log.cleaner import Cleaner, LogToClean, logs_to_clean
 from kbroker.log.config import LogConfig
+from kbroker.log.dir_lock import LogDirLock
 from kbroker.log.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log, wall_clock_ms
 from kbroker.log.topic_partition import TopicPartition
 
@@ -49,6 +51,7 @@ class LogManager:
         now_ms: Callable[[], int] = wall_clock_ms,
         *,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        dir_lock: LogDirLock | None = None,
     ) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
@@ -65,6 +68,14 @@ class LogManager:
         self.cleaner_offsets: dict[TopicPartition, int] = {}
         self._delete_horizons: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()  # a clean failed: skipped until restart, as Kafka does
+        self._dir_lock = dir_lock or LogDirLock(self.log_dirs)  # a broker may take it before binding
+
+    def lock_dirs(self) -> None:
+        """Create and check the log dirs and take their `.lock` for this broker's life, before
+        anything reads or writes them (LogDirError, a StartupError, when one is unusable or
+        another broker holds it). A broker calls it; tests that simulate crashes may skip it."""
+        if not self._dir_lock.held:
+            self._dir_lock.acquire()
 
     # --- startup ----------------------------------------------------------------------------------
 
@@ -308,4 +319,5 @@ class LogManager:
             write_atomically(d / CLEAN_SHUTDOWN_FILE, b'{"version":0,"BrokerEpoch":-1}')
         self.logs.clear()
         self._dir_of.clear()
+        self._dir_lock.release()
 

@@ -20,6 +20,8 @@ from kbroker.api.context import Deferred
 from kbroker.api.dispatch import handle_frame
 from kbroker.broker import Broker
 from kbroker.config import BrokerConfig
+from kbroker.errors import StartupError
+from kbroker.log.dir_lock import LogDirLock
 from kbroker.wire.framing import FrameDecoder, FrameError
 from kbroker.wire.protocol import ProtocolError
 
@@ -278,15 +280,20 @@ class KafkaServer:
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         name, host, port = self.config.listeners[0]
-        for _name, lhost, lport in self.config.listeners:
-            self.listeners += await trio.open_tcp_listeners(lport, host=lhost or None)
-        adv = self.config.advertised_listeners[0] if self.config.get("advertised.listeners") else (name, host, self.port)
-        session = None
-        if self.config.is_set("zookeeper.connect"):
-            from kbroker.server.cluster_node import ClusterNode, open_session
+        dir_lock = LogDirLock(self.config.log_dirs)
+        dir_lock.acquire()  # as Kafka: a dir in use by another broker is the first thing reported
+        try:
+            await self._bind()
+            adv = self.config.advertised_listeners[0] if self.config.get("advertised.listeners") else (name, host, self.port)
+            session = None
+            if self.config.is_set("zookeeper.connect"):
+                from kbroker.server.cluster_node import ClusterNode, open_session
 
-            session = await open_session(self.config)
-        self.broker = Broker(self.config, (adv[1], adv[2] or self.port), session)
+                session = await open_session(self.config)
+            self.broker = Broker(self.config, (adv[1], adv[2] or self.port), session, dir_lock)
+        except BaseException:
+            dir_lock.release()
+            raise
         node = None
         if session is not None:
             await self.broker.metadata.start(self.config.get("cluster.id"))
@@ -328,6 +335,14 @@ class KafkaServer:
                 with trio.CancelScope(shield=True):
                     await node.close()
             logger.info("kbroker stopped")
+
+    async def _bind(self) -> None:
+        for _name, host, port in self.config.listeners:
+            try:
+                self.listeners += await trio.open_tcp_listeners(port, host=host or None)
+            except OSError as exc:  # Kafka's words
+                raise StartupError(f"Socket server failed to bind to {host or '0.0.0.0'}:{port}: "
+                                   f"{exc.strerror or exc}.") from None
 
     async def prepare_shutdown(self) -> None:
         """Before anything stops: in a cluster, a controlled shutdown while the controller, the
