@@ -126,3 +126,13 @@ def test_null_elements_and_null_strings_are_refused():
     # SaslAuthenticate v0: auth_bytes (bytes) is not nullable
     with pytest.raises(ProtocolError, match="does not allow to be null"):
         _decode(36, 0, NULL_ARRAY)
+
+
+@pytest.mark.parametrize("body", [b"\x00\x00", b"\x02\x00\x00"], ids=["null-array", "null-element"])
+def test_the_schema_driven_codec_refuses_nulls_too(body):
+    """DescribeTransactions v0 (flexible; `schema_codec`, from Kafka's nullableVersions)."""
+    from kbroker.wire.protocol import ProtocolError
+
+    with pytest.raises(ProtocolError, match="invalid length -1"):
+        _decode(65, 0, body)
+    assert _decode(65, 0, b"\x02\x02x\x00").transactional_ids == ("x",)
