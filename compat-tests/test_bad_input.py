@@ -191,6 +191,39 @@ def test_unsupported_version_of_other_api_is_closed(kbroker, kt):
     assert_healthy(kbroker, kt, "metadata-v999")
 
 
+# ---- a null where the version's schema allows none ----------------------------------------------
+
+NULL_ARRAY = struct.pack(">i", -1)
+NULLS_NOT_ALLOWED = {  # the bodies a fuzzer found reaching handlers with a null array (Kafka's parser refuses them)
+    "CreateTopics v4 topics": (19, 4, NULL_ARRAY + struct.pack(">i?", 30000, False)),
+    "DescribeGroups v1 groups": (15, 1, NULL_ARRAY),
+    "DescribeGroups v4 groups": (15, 4, NULL_ARRAY + b"\x00"),
+    "DeleteGroups v1 groups_names": (42, 1, NULL_ARRAY),
+}
+
+
+def test_null_where_the_schema_allows_none_is_closed(kbroker, kt):
+    """Each frame closes its connection like any malformed request (one INFO line, no ERROR or
+    traceback), while a connection opened before keeps being answered."""
+    log_start = kbroker.stderr_path.stat().st_size if kbroker.proc is not None else None
+    with connect(kbroker) as other:
+        for correlation_id, (what, (key, version, body)) in enumerate(NULLS_NOT_ALLOWED.items(), 100):
+            with connect(kbroker) as s:
+                s.sendall(kt.frame(kt.request_header_v1(key, version, correlation_id) + body))
+                assert_closed_by_broker(s, what)
+            other.sendall(kt.api_versions_v0_request(correlation_id))
+            assert kt.parse_api_versions_v0(kt.recv_frame(other))[:2] == (correlation_id, 0), what
+    assert_healthy(kbroker, kt, "null-arrays")
+    if log_start is not None:  # a broker process of ours: its log tells how each was handled
+        with open(kbroker.stderr_path, "rb") as log:
+            log.seek(log_start)
+            text = log.read().decode(errors="replace")
+        assert "ERROR" not in text and "Traceback" not in text, text[-3000:]
+        refused = [line for line in text.splitlines() if "closing connection" in line]
+        assert len(refused) == len(NULLS_NOT_ALLOWED), text[-3000:]
+        assert all("INFO" in line and "does not allow to be null" in line for line in refused), refused
+
+
 # ---- ApiVersions at an unknown version ---------------------------------------------------------
 
 

@@ -131,8 +131,11 @@ class Reader:
         self.pos += n
         return value
 
-    def array_length(self) -> int:
+    def array_length(self, nullable: bool = False) -> int:
+        """An array's element count; a null array (-1) reads as empty where the schema allows it."""
         n = self._length(4)
+        if n == -1 and not nullable:
+            raise DecodeError("null array in a field that is not nullable")
         if n < -1 or n > MAX_ARRAY:
             raise DecodeError(f"invalid array length {n}")
         return max(n, 0)

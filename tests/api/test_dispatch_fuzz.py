@@ -110,3 +110,126 @@ def test_well_formed_random_requests_are_answered(broker, api, data):
 
     trio.run(call)
     assert not logged, f"{cls.__name__}: {logged}"
+
+
+# -- a null in every field the version does not allow to be null ------------------------------------
+
+_FIXED_SIZE = {"bool": 1, "int8": 1, "int16": 2, "uint16": 2, "int32": 4, "int64": 8, "float64": 8, "uuid": 16,
+               "timedelta_i32": 4, "timedelta_i64": 8}
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    return bytes(out + bytes([n]))
+
+
+def _sample_body(cls, null_at: tuple | None, targets: list | None, path: tuple = ()) -> bytes:
+    """A body of kio class `cls`, written field by field from kio's metadata (independently of the
+    broker's decoder): every array holds one element, every string is "x", every tagged field is
+    present; the field at path `null_at` is null instead. With `targets`, the paths of the fields
+    that are not nullable but have a null encoding (arrays, their string elements, strings, bytes)
+    are appended to it."""
+    import dataclasses
+    from types import NoneType, UnionType
+    from typing import get_args, get_origin
+
+    from kio.serial._introspect import EntityField, EntityTupleField, classify_field, get_field_tag, get_schema_field_type
+
+    flexible = cls.__flexible__
+
+    def length(n: int, classic: str) -> bytes:
+        return _uvarint(n + 1) if flexible else struct.pack(classic, n)
+
+    def one(kind, kafka_type, here: tuple) -> bytes:
+        if here == null_at:
+            return length(-1, ">h" if kafka_type == "string" else ">i")
+        if isinstance(kind, (EntityField, EntityTupleField)):
+            return _sample_body(kind.type_, null_at, targets, here)
+        if kafka_type == "string":
+            return length(1, ">h") + b"x"
+        if kafka_type in ("bytes", "records"):
+            return length(0, ">i")
+        return bytes(_FIXED_SIZE[kafka_type])
+
+    regular, tagged = b"", []
+    for field in dataclasses.fields(cls):
+        if not field.init:
+            continue
+        kind = classify_field(field)
+        nullable = get_origin(field.type) is UnionType and NoneType in get_args(field.type)
+        kafka_type = None if isinstance(kind, (EntityField, EntityTupleField)) else get_schema_field_type(field)
+        here = path + (field.name,)
+        if kind.is_array:
+            if targets is not None and not nullable:
+                targets.append(here)
+            if here == null_at:
+                value = length(-1, ">i")
+            else:
+                element = here + ("[]",) if kafka_type else here
+                if targets is not None and kafka_type in ("string", "bytes"):
+                    targets.append(element)
+                value = length(1, ">i") + one(kind, kafka_type, element)
+        else:
+            if targets is not None and not nullable and kafka_type in ("string", "bytes", "records"):
+                targets.append(here)
+            value = one(kind, kafka_type, here)
+            if nullable and isinstance(kind, EntityField):
+                value = b"\x01" + value  # KIP-893's marker: present
+        tag = get_field_tag(field)
+        if tag is None:
+            regular += value
+        else:
+            tagged.append(_uvarint(tag) + _uvarint(len(value)) + value)
+    if flexible:
+        regular += _uvarint(len(tagged)) + b"".join(tagged)
+    return regular
+
+
+def _kio_apis(include_cluster_only: bool):
+    from kbroker.wire.interbroker import SCHEMA_APIS
+    from kbroker.wire.protocol import known_versions
+
+    return [(key, version) for key, spec in DISPATCH.items() if key not in SCHEMA_APIS
+            if include_cluster_only or not spec.cluster_only
+            for version in range(spec.min_version, spec.max_version + 1) if version in known_versions(key)]
+
+
+def test_a_null_in_any_field_the_version_does_not_allow_is_a_malformed_request(broker, caplog):
+    """Every served API and version (kio's; the schema-driven inter-broker codec refuses such nulls
+    itself): a valid request with one array, array element, string or bytes field that the version
+    does not allow to be null sent as null. The codec refuses each (ProtocolError, the connection
+    is closed) before any handler runs, so nothing is logged at ERROR; the same request without
+    the null decodes. Structs that are not nullable have no null encoding, so they are covered
+    through the arrays and strings inside them."""
+    import logging
+
+    from kbroker.wire.protocol import decode_request, parse_request_header, request_class
+
+    served = set(_kio_apis(include_cluster_only=False))
+    checked = 0
+
+    async def check_all():
+        nonlocal checked
+        for key, version in _kio_apis(include_cluster_only=True):
+            cls = request_class(key, version)
+            head = struct.pack(">hhih", key, version, 7, -1) + (b"\x00" if cls.__flexible__ else b"")
+            targets: list = []
+            control = head + _sample_body(cls, None, targets)
+            header, offset = parse_request_header(control)
+            decode_request(header, control, offset)
+            for target in targets:
+                frame = head + _sample_body(cls, target, None)
+                with pytest.raises(ProtocolError, match="does not allow to be null"):
+                    decode_request(header, frame, offset)
+                if (key, version) in served:
+                    with trio.fail_after(10), pytest.raises(ProtocolError):
+                        await handle_frame(broker, bytearray(frame))
+                checked += 1
+
+    with caplog.at_level(logging.ERROR, logger="kbroker"):
+        trio.run(check_all)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert checked > 500

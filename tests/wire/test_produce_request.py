@@ -58,3 +58,24 @@ def test_truncated_requests_are_protocol_errors(cut):
     _, offset = parse_request_header(frame)
     with pytest.raises(ProtocolError):
         decode_produce_request(7, frame[:-cut], offset)
+
+
+@pytest.mark.parametrize("version", [2, 3, 9])
+@pytest.mark.parametrize("where", ["topic_data", "partition_data"])
+def test_a_null_array_is_a_malformed_request(version, where):
+    """topic_data and partition_data are never nullable; records are (a null record set)."""
+    import struct
+
+    flexible = version >= 9
+    null = b"\0" if flexible else struct.pack(">i", -1)
+    one = b"\x02" if flexible else struct.pack(">i", 1)
+    name = b"\x02t" if flexible else b"\0\x01t"
+    tags = b"\0" if flexible else b""
+    body = (b"\xff\xff" if version < 9 and version >= 3 else b"\0" if flexible else b"") + struct.pack(">hi", 1, 5)
+    head = b"\x00\x00" + version.to_bytes(2, "big") + b"\x00\x00\x00\x07\xff\xff" + tags
+    partition = struct.pack(">i", 0) + null + tags  # null records: allowed
+    valid = head + body + one + name + one + partition + tags + tags
+    assert decode_produce_request(version, bytearray(valid), len(head)).topic_data[0].partition_data[0].records is None
+    nulled = head + body + (null if where == "topic_data" else one + name + null + tags) + tags
+    with pytest.raises(ProtocolError, match="not nullable"):
+        decode_produce_request(version, bytearray(nulled), len(head))

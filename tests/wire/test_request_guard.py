@@ -2,6 +2,7 @@
 up front and aborts the process when that fails. The decoding runs in a child process whose
 address space is capped, so without the guard the child dies (SIGABRT) and the test fails."""
 
+import struct
 import subprocess
 import sys
 import textwrap
@@ -69,3 +70,69 @@ def test_guard_accepts_a_valid_body_and_refuses_an_overrun():
     with pytest.raises(DecodeError):
         check_request_bounds(cls, body[:-3], 0)
     assert topic and partition
+
+
+# -- nullability: a null (-1) only where the version's schema allows one -----------------------------
+
+def _decode(key: int, version: int, body: bytes):
+    from kbroker.wire.protocol import decode_request, parse_request_header
+
+    flexible = request_class(key, version).__flexible__
+    frame = struct.pack(">hhih", key, version, 7, -1) + (b"\0" if flexible else b"") + body
+    header, offset = parse_request_header(frame)
+    return decode_request(header, frame, offset)
+
+
+NULL_ARRAY = struct.pack(">i", -1)
+
+
+@pytest.mark.parametrize("key, version, body", [
+    (19, 4, NULL_ARRAY + struct.pack(">i?", 30000, False)),  # CreateTopics v4 topics
+    (15, 1, NULL_ARRAY),  # DescribeGroups v1 groups
+    (15, 4, NULL_ARRAY + b"\0"),  # DescribeGroups v4 groups (+ include_authorized_operations)
+    (42, 1, NULL_ARRAY),  # DeleteGroups v1 groups_names
+    (42, 2, b"\0\0"),  # DeleteGroups v2 (flexible: length+1 = 0) groups_names, then no tags
+    (3, 0, NULL_ARRAY),  # Metadata v0 topics: nullable only from v1
+], ids=["CreateTopics-v4", "DescribeGroups-v1", "DescribeGroups-v4", "DeleteGroups-v1", "DeleteGroups-v2",
+        "Metadata-v0"])
+def test_a_null_array_the_version_does_not_allow_is_a_malformed_request(key, version, body):
+    from kbroker.wire.protocol import ProtocolError
+
+    with pytest.raises(ProtocolError, match="does not allow to be null"):
+        _decode(key, version, body)
+    # the same request with an empty array instead decodes: only the null is refused
+    empty = body.replace(NULL_ARRAY, struct.pack(">i", 0), 1) if body != b"\0\0" else b"\x01\0"
+    assert _decode(key, version, empty) is not None
+
+
+def test_a_null_where_the_version_allows_it_still_decodes():
+    assert _decode(3, 1, NULL_ARRAY).topics is None  # Metadata v1+: null topics = all topics
+    # DescribeConfigs v1: resources[].configuration_keys is a nullable array of strings
+    resource = struct.pack(">bh", 2, 1) + b"t" + NULL_ARRAY
+    request = _decode(32, 1, struct.pack(">i", 1) + resource + b"\0")
+    assert request.resources[0].configuration_keys is None
+
+
+def test_null_elements_and_null_strings_are_refused():
+    from kbroker.wire.protocol import ProtocolError
+
+    # DescribeConfigs v1: configuration_keys may be null, but not one of its strings
+    resource = struct.pack(">bh", 2, 1) + b"t" + struct.pack(">ih", 1, -1)
+    with pytest.raises(ProtocolError, match="does not allow to be null"):
+        _decode(32, 1, struct.pack(">i", 1) + resource + b"\0")
+    # DescribeGroups v1: a null group id inside the array
+    with pytest.raises(ProtocolError, match="does not allow to be null"):
+        _decode(15, 1, struct.pack(">ih", 1, -1))
+    # SaslAuthenticate v0: auth_bytes (bytes) is not nullable
+    with pytest.raises(ProtocolError, match="does not allow to be null"):
+        _decode(36, 0, NULL_ARRAY)
+
+
+@pytest.mark.parametrize("body", [b"\x00\x00", b"\x02\x00\x00"], ids=["null-array", "null-element"])
+def test_the_schema_driven_codec_refuses_nulls_too(body):
+    """DescribeTransactions v0 (flexible; `schema_codec`, from Kafka's nullableVersions)."""
+    from kbroker.wire.protocol import ProtocolError
+
+    with pytest.raises(ProtocolError, match="invalid length -1"):
+        _decode(65, 0, body)
+    assert _decode(65, 0, b"\x02\x02x\x00").transactional_ids == ("x",)
