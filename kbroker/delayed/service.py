@@ -45,6 +45,7 @@ PRODUCE, PRODUCE_VERSION = 0, 9
 FORWARD_ATTEMPTS = 3  # a delay-log partition whose leader is moving is asked again, briefly
 FORWARD_BACKOFF_S = 0.2
 FORWARD_BATCH_RECORDS = 2000
+RESTART_MIN_S, RESTART_MAX_S = 0.5, 30.0  # a failed partition runner is restarted after this backoff
 # what the producer of a delayed record is told when the delay log could not take it: retriable codes
 _RETRIABLE = {ErrorCode.not_leader_or_follower, ErrorCode.request_timed_out, ErrorCode.not_enough_replicas,
               ErrorCode.not_enough_replicas_after_append, ErrorCode.leader_not_available}
@@ -175,6 +176,11 @@ class DelayService:
                     schedules.append(record)
         except DecodeError as exc:
             raise InvalidRecordError(f"not a {DELAYED_TOPIC} record: {exc}") from None
+        if cancels:  # which records are being delivered is known once the runner has loaded
+            with trio.move_on_after(self.config.timeout_s):
+                await runner.loaded.wait()
+            if not runner.loaded.is_set() or self.runners.get(partition) is not runner:
+                raise NotLeaderOrFollowerError(f"{DELAYED_TOPIC}-{partition} is loading")
         busy = [record_id.hex() for record_id in cancels if runner.in_flight(record_id)]
         if busy:
             raise InvalidRecordError(f"being delivered now, too late to cancel: {', '.join(busy)}")
@@ -200,13 +206,17 @@ class DelayService:
         if current is not None and current.leader_epoch == leader_epoch:
             return
         self.resign(partition)
-        runner = self.runners[partition] = PartitionRunner(
-            partition, leader_epoch, self.log, self.writer, self.allocate_producer_id, self.now_ms,
-            self.config.max_in_memory, self._target_exists)
+        runner = self._new_runner(partition, leader_epoch)
         if self._nursery is None:
             self._waiting.append(runner)
         else:
             self._nursery.start_soon(self._run_runner, runner)
+
+    def _new_runner(self, partition: int, leader_epoch: int) -> PartitionRunner:
+        runner = self.runners[partition] = PartitionRunner(
+            partition, leader_epoch, self.log, self.writer, self.allocate_producer_id, self.now_ms,
+            self.config.max_in_memory, self._target_exists)
+        return runner
 
     def resign(self, partition: int) -> None:
         runner = self.runners.pop(partition, None)
@@ -229,12 +239,29 @@ class DelayService:
             self.become_leader(partition, leader.leader_epoch)
 
     async def _run_runner(self, runner: PartitionRunner) -> None:
-        try:
-            await runner.run()
-        except Exception:  # noqa: BLE001 - one partition's failure must not take the broker down
-            logger.exception("delayed deliveries of %s-%d stopped", DELAYED_TOPIC, runner.partition)
-            if self.runners.get(runner.partition) is runner:
-                del self.runners[runner.partition]
+        """Run the partition's deliveries while this broker leads it: a runner that fails (a bug,
+        an unreadable log) is replaced by a fresh one after a backoff, which loads the partition
+        again and resends what the failed one left half-delivered, as after a failover."""
+        backoff = RESTART_MIN_S
+        while True:
+            started = trio.current_time()
+            try:
+                await runner.run()
+                return  # stopped: leadership moved
+            except Exception:  # noqa: BLE001 - one partition's failure must not take the broker down
+                current = self.runners.get(runner.partition) is runner
+                if trio.current_time() - started > RESTART_MAX_S:
+                    backoff = RESTART_MIN_S  # it ran well for a while: not a crash loop
+                logger.exception("delayed deliveries of %s-%d failed%s", DELAYED_TOPIC, runner.partition,
+                                 f"; restarting them in {backoff:.1f} s" if current else "")
+                if not current:
+                    return
+            # the replacement takes the schedules and cancels meanwhile (it scans the log when it starts)
+            runner = self._new_runner(runner.partition, runner.leader_epoch)
+            await trio.sleep(backoff)
+            if self.runners.get(runner.partition) is not runner:
+                return
+            backoff = min(backoff * 2, RESTART_MAX_S)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:
