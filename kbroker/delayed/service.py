@@ -33,7 +33,7 @@ from kbroker.delayed.format import (
     partition_for,
 )
 from kbroker.delayed.runner import PartitionRunner
-from kbroker.delayed.target import TargetWriter
+from kbroker.delayed.target import Request, TargetWriter
 from kbroker.errors import ErrorCode, InvalidRecordError, KafkaError, NotLeaderOrFollowerError
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.wire.internal_records import build_internal_batch, iter_internal_records
@@ -83,18 +83,17 @@ class DelayService:
         self.log = DelayLog(replica_manager, now_ms, cluster=cluster, timeout_s=self.config.timeout_s)
         self.writer = TargetWriter(node_id, replica_manager, self._target_leader, cluster=cluster,
                                    timeout_s=self.config.timeout_s)
+        self.forward_request: Request | None = None  # set in a cluster (`connect`)
         self.runners: dict[int, PartitionRunner] = {}
         self._nursery: trio.Nursery | None = None
         self._waiting: list[PartitionRunner] = []
 
     # -- the server layer injects the requests to other brokers (client id __admin_client) ------
-    @property
-    def request(self):
-        return self.writer.request
-
-    @request.setter
-    def request(self, send: Callable[[int, int, int, dict], Awaitable[Any]]) -> None:
-        self.writer.request = send
+    def connect(self, *, schedules: Request, deliveries: Request) -> None:
+        """Requests to other brokers, on separate connections: a producer waiting for its forwarded
+        schedules never queues behind deliveries (a connection carries one request at a time)."""
+        self.forward_request = schedules
+        self.writer.request = deliveries
 
     # -- the produce path ---------------------------------------------------------------------------
     def topic_delay_ms(self, topic: str) -> int:
@@ -137,13 +136,13 @@ class DelayService:
 
     async def _forward(self, partition: int, records: list[DelayedRecord]) -> ErrorCode:
         leader = self.leader_of((DELAYED_TOPIC, partition))
-        if leader is None or leader < 0 or leader == self.node_id or self.writer.request is None:
+        if leader is None or leader < 0 or leader == self.node_id or self.forward_request is None:
             return ErrorCode.not_leader_or_follower
         entries = [encode_schedule(r) for r in records]
         for start in range(0, len(entries), FORWARD_BATCH_RECORDS):
             batch = build_internal_batch(entries[start:start + FORWARD_BATCH_RECORDS], self.now_ms())
             try:
-                response = await self.writer.request(leader, PRODUCE, PRODUCE_VERSION, {
+                response = await self.forward_request(leader, PRODUCE, PRODUCE_VERSION, {
                     "transactional_id": None, "acks": -1, "timeout": int(self.config.timeout_s * 1000),
                     "topic_data": [{"name": DELAYED_TOPIC, "partition_data": [{"index": partition, "records": batch}]}]})
             except Exception as exc:  # noqa: BLE001 - unreachable or moving: the producer retries
