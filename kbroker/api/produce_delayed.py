@@ -45,11 +45,12 @@ async def append_with_delays(ctx, partition, buf, batches, acks: int):
     tp = partition.topic_partition
     pos, header = batches[0]
     topic_delay = service.topic_delay_ms(tp.topic)
-    if topic_delay <= 0 and not may_delay(buf, pos, header):
+    honour_headers = service.honours_headers(tp.topic)
+    if topic_delay <= 0 and not (honour_headers and may_delay(buf, pos, header)):
         return None
     try:
         split = split_batch(buf, pos, header, (tp.topic, tp.partition), time.time_ns() // 1_000_000, topic_delay,
-                            service.config.max_delay_ms)
+                            service.config.max_delay_ms, honour_headers=honour_headers)
     except DelayHeaderError as exc:
         raise InvalidRecordError(str(exc)) from None
     if split is None:

@@ -103,6 +103,12 @@ class DelayService:
             return 0
         return int(effective_topic_value(self.broker_config, info.configs, "delivery.delay.ms"))
 
+    def honours_headers(self, topic: str) -> bool:
+        """Whether the topic's records may ask for a delay by header (`delivery.delay.headers.enable`)."""
+        info = self.metadata.topic(topic)
+        return bool(effective_topic_value(self.broker_config, info.configs if info is not None else {},
+                                          "delivery.delay.headers.enable"))
+
     async def schedule(self, target: Target, records: list[DelayedRecord]) -> ErrorCode:
         """Durably schedule `records` for `target` (acks=all in the delay log); the entry point."""
         if not records:

@@ -44,13 +44,14 @@ class SplitBatch:
 
 
 def split_batch(buf, pos: int, header: BatchHeader, target: Target, now_ms: int, topic_delay_ms: int,
-                max_delay_ms: int) -> SplitBatch | None:
+                max_delay_ms: int, *, honour_headers: bool = True) -> SplitBatch | None:
     """The batch's delayed records and the batch left for the target; None when nothing is delayed.
-    DelayHeaderError for a malformed delay header."""
+    DelayHeaderError for a malformed delay header. `honour_headers` False: only the topic's delay
+    counts (the delay headers are ordinary headers)."""
     delayed: list[DelayedRecord] = []
     kept = []
     for rec in decode_records(buf, pos, header):
-        due = due_time(rec.headers, now_ms, topic_delay_ms, max_delay_ms)
+        due = due_time(rec.headers if honour_headers else (), now_ms, topic_delay_ms, max_delay_ms)
         if due is None:
             kept.append(rec)
             continue
