@@ -3,7 +3,7 @@
 Appends are the leader's (a partition this broker leads): acks=all semantics, so in a cluster an
 append counts only once the partition's ISR has it (bounded by its min.insync.replicas), as the
 transaction coordinator's state log does. A long list of records is cut into batches of about
-`BATCH_BYTES`, each appended on its own. Reads fetch the schedule records a delivery sends (by
+`BATCH_BYTES` (at most `BATCH_RECORDS`), each appended on its own, yielding between them. Reads fetch the schedule records a delivery sends (by
 offset) and feed a scan every record in offset order, a chunk at a time.
 """
 
@@ -13,6 +13,8 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
 
+import trio
+
 from kbroker.delayed.format import DELAYED_TOPIC
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.log.topic_partition import TopicPartition
@@ -20,6 +22,7 @@ from kbroker.wire.internal_records import build_internal_batch, iter_internal_ba
 from kbroker.wire.records import iter_batch_headers, validate_batches
 
 BATCH_BYTES = 512 * 1024
+BATCH_RECORDS = 1000
 READ_BYTES = 64 * 1024
 SCAN_CHUNK = 1 << 20
 CACHE_BYTES = 16 * 1024 * 1024  # decoded batches kept for deliveries, per partition
@@ -47,7 +50,10 @@ class DelayLog:
         offsets: list[int] = []
         try:
             leader = self.leader(partition)
-            for chunk in _chunks(entries):
+            for n, chunk in enumerate(_chunks(entries)):
+                if n:  # a long list: deliveries due meanwhile get their turn
+                    await trio.lowlevel.checkpoint()
+                    leader = self.leader(partition)
                 buf = bytearray(build_internal_batch(chunk, self.now_ms()))
                 info = leader.append_records_to_leader(buf, validate_batches(buf, from_client=False), -1,
                                                        from_client=False)
@@ -112,7 +118,7 @@ def _chunks(entries: list[Entry]) -> Iterator[list[Entry]]:
     for key, value in entries:
         chunk.append((key, value))
         size += len(key) + (len(value) if value is not None else 0) + 16
-        if size >= BATCH_BYTES:
+        if size >= BATCH_BYTES or len(chunk) >= BATCH_RECORDS:
             yield chunk
             chunk, size = [], 0
     if chunk:

@@ -20,6 +20,7 @@ from kbroker.delayed.format import DelayedRecord, Target, due_time, idempotent_i
 from kbroker.wire.records import (
     BATCH_HEADER_SIZE,
     BatchHeader,
+    Record,
     build_batch,
     decode_records,
     decompress,
@@ -48,9 +49,18 @@ def split_batch(buf, pos: int, header: BatchHeader, target: Target, now_ms: int,
     """The batch's delayed records and the batch left for the target; None when nothing is delayed.
     DelayHeaderError for a malformed delay header. `honour_headers` False: only the topic's delay
     counts (the delay headers are ordinary headers)."""
+    delayed, kept = delay_records(decode_records(buf, pos, header), header, target, now_ms, topic_delay_ms,
+                                  max_delay_ms, honour_headers=honour_headers)
+    return remaining_batch(header, delayed, kept)
+
+
+def delay_records(records: list[Record], header: BatchHeader, target: Target, now_ms: int, topic_delay_ms: int,
+                  max_delay_ms: int, *, honour_headers: bool = True) -> tuple[list[DelayedRecord], list[Record]]:
+    """Some of a batch's decoded records sorted into (delayed, kept); a long batch is sorted a slice
+    at a time, so the caller can let other work run between slices."""
     delayed: list[DelayedRecord] = []
-    kept = []
-    for rec in decode_records(buf, pos, header):
+    kept: list[Record] = []
+    for rec in records:
         due = due_time(rec.headers if honour_headers else (), now_ms, topic_delay_ms, max_delay_ms)
         if due is None:
             kept.append(rec)
@@ -61,6 +71,11 @@ def split_batch(buf, pos: int, header: BatchHeader, target: Target, now_ms: int,
         else:
             record_id = random_id()
         delayed.append(DelayedRecord(record_id, target, due, rec.timestamp, rec.key, rec.value, tuple(rec.headers)))
+    return delayed, kept
+
+
+def remaining_batch(header: BatchHeader, delayed: list[DelayedRecord], kept: list[Record]) -> SplitBatch | None:
+    """The split of a batch whose records were sorted into `delayed` and `kept`."""
     if not delayed:
         return None
     if not kept and header.producer_id < 0:
