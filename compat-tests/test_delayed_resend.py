@@ -82,7 +82,7 @@ def test_single_node_interrupted_delivery_resent_once(fresh_kbroker, kt):
         admin.close()
     producer = dk.Producer("confluent", broker.bootstrap, idempotent=False, acks="1")
     try:
-        sent = producer.send(topic, due_items(dk.now_ms() + 1500, 30))
+        sent = producer.send(topic, due_items(dk.now_ms() + 3000, 30))
     finally:
         producer.close()
     delay_partition = partition_for((topic, 0), 10)  # the single node's default partition count
@@ -139,12 +139,12 @@ def test_cluster_interrupted_delivery_resent_once(cluster, kt):
 
     producer = dk.Producer("confluent", ck.live_bootstrap(cluster))
     try:
-        due = dk.now_ms() + 4000
+        due = dk.now_ms() + 5000
         sent = producer.send(topic, due_items(due, 30))
     finally:
         producer.close()
-    assert dk.now_ms() < due - 1000, "the produce took too long to stop B before the records come due"
-    time.sleep(max(0.0, (due - 800 - dk.now_ms()) / 1000))
+    assert dk.now_ms() < due - 500, "the produce took too long to pause B before the records come due"
+    time.sleep(max(0.0, (due - 400 - dk.now_ms()) / 1000))
     cluster.brokers[b].pause()  # A's delivery to B will wait for an answer
     try:
         address_a = cluster.brokers[a].address
