@@ -1,7 +1,7 @@
 """DelayService's supervision of its partition runners, on trio's MockClock: a runner that fails is
 replaced by a fresh one after a growing backoff (the failure logged), stops being restarted once
-leadership moves, and cancels wait for a runner to have loaded (which records are in flight is
-not known before). The runners are real; the delay log they scan is an empty fake partition."""
+leadership moves, cancels wait for a runner to have loaded (which records are in flight is
+not known before), and a large schedule is appended earliest due first and indexed batch by batch. The runners are real; the delay log they scan is an empty fake partition."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from kbroker.config import BrokerConfig
-from kbroker.delayed.format import schedule_key
+from kbroker.delayed.format import DelayedRecord, schedule_key
 from kbroker.delayed.service import RESTART_MIN_S, DelayService
 from kbroker.errors import NotLeaderOrFollowerError
 from kbroker.wire.internal_records import build_internal_batch
@@ -25,11 +25,14 @@ class EmptyPartition:
     def __init__(self) -> None:
         self.log = SimpleNamespace(log_start_offset=0, log_end_offset=0)
         self.leader_epoch = 1
-        self.appended = 0
+        self.appended = 0  # batches
+        self.next_offset = 0
 
-    def append_records_to_leader(self, _buf, _batches, _acks, from_client=True):
+    def append_records_to_leader(self, _buf, batches, _acks, from_client=True):
         self.appended += 1
-        return SimpleNamespace(first_offset=self.appended - 1)
+        first = self.next_offset
+        self.next_offset += sum(header.records_count for _pos, header in batches)
+        return SimpleNamespace(first_offset=first)
 
     async def maybe_flush(self) -> None:
         pass
@@ -129,6 +132,42 @@ def test_cancel_waits_for_the_runner_to_load():
             code, _ = await service.append_request(0, tombstone)  # loaded after 1 s, then written
             assert trio.current_time() - started == pytest.approx(1, abs=0.05)
             assert code == 0 and service.replicas.partition.appended == 1
+            nursery.cancel_scope.cancel()
+
+    run(test)
+
+
+def test_schedules_are_appended_earliest_first_and_indexed_batch_by_batch():
+    async def allocate() -> int:
+        return 7
+
+    async def test() -> None:
+        service = make_service(allocate)
+        async with trio.open_nursery() as nursery:
+            await nursery.start(service.run)
+            service.become_leader(0, 1)
+            runner = service.runners[0]
+            await runner.loaded.wait()
+            now = int(trio.current_time() * 1000)
+            dues = [now + 60_000 - (i // 2) * 10 for i in range(1200)]  # later first, pairs due together
+            records = [DelayedRecord(i.to_bytes(16, "big"), ("t", 0), due, 0, None, b"v", ())
+                       for i, due in enumerate(dues)]
+            indexed_after_first_batch = []
+            real_append = service.log.append
+
+            async def watch(partition, entries, appended):
+                def spy(first, offsets):
+                    appended(first, offsets)
+                    indexed_after_first_batch.append(len(runner.index))
+                return await real_append(partition, entries, spy)
+            service.log.append = watch
+            assert await runner.append_schedules(records) == 0
+            assert service.replicas.partition.appended == 3  # batches of at most 500 records
+            assert indexed_after_first_batch == [500, 1000, 1200]
+            in_offset_order = sorted(runner.index.items.values(), key=lambda p: p.offset)
+            assert [p.due_ms for p in in_offset_order] == sorted(dues)
+            ties = [int.from_bytes(p.id, "big") for p in in_offset_order[:2]]
+            assert ties == [1198, 1199]  # equal due times keep the order they came in
             nursery.cancel_scope.cancel()
 
     run(test)
