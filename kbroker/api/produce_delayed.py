@@ -27,7 +27,6 @@ from kbroker.errors import (
     KafkaError,
     NotLeaderOrFollowerError,
 )
-from kbroker.log.topic_partition import TopicPartition
 from kbroker.wire.records import decode_records, validate_batches
 
 SPLIT_SLICE = 500  # records sorted between two yields to the event loop
