@@ -291,6 +291,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         # delayed delivery (kbroker's own; the delay log's keys follow Kafka's offsets/transaction ones)
         ConfigDef("delayed.delivery.enable", _B, True, "Honour the delay.ms / deliver.at record headers and "
                   "topics' delivery.delay.ms (kbroker); false skips the check on every produce."),
+        ConfigDef("delayed.delivery.headers.enable", _B, True, "Default of topics' delivery.delay.headers.enable "
+                  "(kbroker): false leaves the delay headers unread on topics that do not set it."),
         ConfigDef("delayed.delivery.max.delay.ms", _L, 30 * 24 * 3600 * 1000,
                   "Longest delay a record may ask for; beyond it the produce is INVALID_RECORD (kbroker).", _at_least(1)),
         ConfigDef("delayed.delivery.max.in.memory.records", _I, 100000, "Pending delayed records each "
@@ -340,6 +342,9 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
         (ConfigDef("delivery.delay.ms", _L, 0, "kbroker's own: every record produced to the topic is delivered "
                    "this long after the broker received it, unless its delay.ms / deliver.at header says otherwise.",
                    _at_least(0)), ()),
+        (ConfigDef("delivery.delay.headers.enable", _B, True, "kbroker's own: honour the delay.ms / deliver.at "
+                   "record headers on this topic; false: they are ordinary headers, and produce skips the search "
+                   "for them (throughput-critical topics)."), ("delayed.delivery.headers.enable",)),
         (ConfigDef("leader.replication.throttled.replicas", _LIST, [], "Replicas (partition:broker,... or *) "
                    "whose leaders throttle replication to leader.replication.throttled.rate.",
                    _throttled_replicas), ()),

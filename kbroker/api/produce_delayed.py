@@ -17,16 +17,19 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import trio
+
 from kbroker.delayed.format import DelayHeaderError
-from kbroker.delayed.split import SplitBatch, may_delay, split_batch
+from kbroker.delayed.split import SplitBatch, delay_plan, may_delay, plan_records, remaining_batch
 from kbroker.errors import (
     ErrorCode,
     InvalidRecordError,
     KafkaError,
     NotLeaderOrFollowerError,
 )
-from kbroker.log.topic_partition import TopicPartition
-from kbroker.wire.records import validate_batches
+from kbroker.wire.records import decode_records, validate_batches
+
+SPLIT_SLICE = 500  # records sorted between two yields to the event loop
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,11 +48,12 @@ async def append_with_delays(ctx, partition, buf, batches, acks: int):
     tp = partition.topic_partition
     pos, header = batches[0]
     topic_delay = service.topic_delay_ms(tp.topic)
-    if topic_delay <= 0 and not may_delay(buf, pos, header):
+    honour_headers = service.honours_headers(tp.topic)
+    if topic_delay <= 0 and not (honour_headers and may_delay(buf, pos, header)):
         return None
     try:
-        split = split_batch(buf, pos, header, (tp.topic, tp.partition), time.time_ns() // 1_000_000, topic_delay,
-                            service.config.max_delay_ms)
+        split = await _split(buf, pos, header, (tp.topic, tp.partition), topic_delay, service.config.max_delay_ms,
+                             honour_headers)
     except DelayHeaderError as exc:
         raise InvalidRecordError(str(exc)) from None
     if split is None:
@@ -87,6 +91,22 @@ async def schedule_and_append(ctx, partition, header, split: SplitBatch, acks: i
         return NothingAppended(log_start_offset=partition.log_start_offset)
     rest = bytearray(split.remaining)
     return partition.append_records_to_leader(rest, validate_batches(rest, from_client=False), acks)
+
+
+async def _split(buf, pos: int, header, target, topic_delay: int, max_delay_ms: int, honour_headers: bool):
+    """split_batch, a slice of records at a time: a batch of thousands of delayed records takes tens
+    of ms to sort, and deliveries due meanwhile must not wait for all of it."""
+    records = decode_records(buf, pos, header)
+    now_ms = time.time_ns() // 1_000_000
+    plan = delay_plan(target, now_ms, topic_delay, max_delay_ms, honour_headers=honour_headers)
+    delayed, kept = [], []
+    for start in range(0, len(records), SPLIT_SLICE):
+        if start:
+            await trio.lowlevel.checkpoint()
+        more_delayed, more_kept = plan_records(records[start:start + SPLIT_SLICE], header, target, plan)
+        delayed += more_delayed
+        kept += more_kept
+    return remaining_batch(header, delayed, kept)
 
 
 async def append_to_delay_log(ctx, partition: int, records) -> dict:

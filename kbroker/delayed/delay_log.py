@@ -3,15 +3,18 @@
 Appends are the leader's (a partition this broker leads): acks=all semantics, so in a cluster an
 append counts only once the partition's ISR has it (bounded by its min.insync.replicas), as the
 transaction coordinator's state log does. A long list of records is cut into batches of about
-`BATCH_BYTES`, each appended on its own. Reads fetch the schedule records a delivery sends (by
-offset) and feed a scan every record in offset order, a chunk at a time.
+`BATCH_BYTES` (at most `BATCH_RECORDS`), each appended on its own, yielding between them. Reads
+fetch the schedule records a delivery sends (by offset) and feed a scan every record in offset
+order, a chunk at a time.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+
+import trio
 
 from kbroker.delayed.format import DELAYED_TOPIC
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
@@ -20,6 +23,7 @@ from kbroker.wire.internal_records import build_internal_batch, iter_internal_ba
 from kbroker.wire.records import iter_batch_headers, validate_batches
 
 BATCH_BYTES = 512 * 1024
+BATCH_RECORDS = 500
 READ_BYTES = 64 * 1024
 SCAN_CHUNK = 1 << 20
 CACHE_BYTES = 16 * 1024 * 1024  # decoded batches kept for deliveries, per partition
@@ -41,17 +45,25 @@ class DelayLog:
     def leader(self, partition: int):
         return self.replicas.get_leader_partition(TopicPartition(DELAYED_TOPIC, partition))
 
-    async def append(self, partition: int, entries: list[Entry]) -> tuple[ErrorCode, list[int]]:
+    async def append(self, partition: int, entries: Iterable[Entry],
+                     appended: Callable[[int, list[int]], None] | None = None) -> tuple[ErrorCode, list[int]]:
         """Append the records; (error, the offset of each record appended). The offsets are known
-        at once; the error comes after replication."""
+        at once (`appended(index of the first, offsets)` hears of each batch as it is appended); the
+        error comes after replication."""
         offsets: list[int] = []
         try:
             leader = self.leader(partition)
-            for chunk in _chunks(entries):
+            for n, chunk in enumerate(_chunks(entries)):
+                if n:  # a long list: deliveries due meanwhile get their turn
+                    await trio.lowlevel.checkpoint()
+                    leader = self.leader(partition)
                 buf = bytearray(build_internal_batch(chunk, self.now_ms()))
                 info = leader.append_records_to_leader(buf, validate_batches(buf, from_client=False), -1,
                                                        from_client=False)
-                offsets.extend(range(info.first_offset, info.first_offset + len(chunk)))
+                chunk_offsets = list(range(info.first_offset, info.first_offset + len(chunk)))
+                if appended is not None:
+                    appended(len(offsets), chunk_offsets)
+                offsets += chunk_offsets
             await leader.maybe_flush()
         except KafkaError as exc:
             return error_code_of(exc), offsets
@@ -106,13 +118,13 @@ class DelayLog:
             offset = next_offset
 
 
-def _chunks(entries: list[Entry]) -> Iterator[list[Entry]]:
+def _chunks(entries: Iterable[Entry]) -> Iterator[list[Entry]]:
     chunk: list[Entry] = []
     size = 0
     for key, value in entries:
         chunk.append((key, value))
         size += len(key) + (len(value) if value is not None else 0) + 16
-        if size >= BATCH_BYTES:
+        if size >= BATCH_BYTES or len(chunk) >= BATCH_RECORDS:
             yield chunk
             chunk, size = [], 0
     if chunk:

@@ -27,7 +27,6 @@ Compaction keeps the last intent per target.
 from __future__ import annotations
 
 import hashlib
-import struct
 import uuid
 from dataclasses import dataclass
 

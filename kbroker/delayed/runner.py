@@ -92,10 +92,17 @@ class PartitionRunner:
 
     # -- appends (this broker's produce path, forwarded schedules, cancels) -----------------------
     async def append_schedules(self, records: list[DelayedRecord]) -> ErrorCode:
-        code, offsets = await self.log.append(self.partition, [encode_schedule(r) for r in records])
-        for record, offset in zip(records, offsets):  # in the log now, even if its replication failed
-            self.index.add(Pending(record.id, record.due_ms, offset, record.target))
-        self._wake.set()
+        """Earliest due first, a batch at a time (encoded as the delay log appends them): of thousands
+        of records (tens of ms of work) the ones due soonest are in the index, and fire, before the
+        rest are even encoded."""
+        records = sorted(records, key=lambda r: r.due_ms)  # stable: equal due times keep their order
+
+        def appended(first: int, offsets: list[int]) -> None:  # in the log now, even if not replicated
+            for record, offset in zip(records[first:first + len(offsets)], offsets):
+                self.index.add(Pending(record.id, record.due_ms, offset, record.target))
+            self._wake.set()
+
+        code, _offsets = await self.log.append(self.partition, (encode_schedule(r) for r in records), appended)
         return code
 
     def in_flight(self, record_id: bytes) -> bool:

@@ -33,7 +33,7 @@ from kbroker.delayed.format import (
     partition_for,
 )
 from kbroker.delayed.runner import PartitionRunner
-from kbroker.delayed.target import TargetWriter
+from kbroker.delayed.target import Request, TargetWriter
 from kbroker.errors import ErrorCode, InvalidRecordError, KafkaError, NotLeaderOrFollowerError
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.wire.internal_records import build_internal_batch, iter_internal_records
@@ -45,6 +45,7 @@ PRODUCE, PRODUCE_VERSION = 0, 9
 FORWARD_ATTEMPTS = 3  # a delay-log partition whose leader is moving is asked again, briefly
 FORWARD_BACKOFF_S = 0.2
 FORWARD_BATCH_RECORDS = 2000
+RESTART_MIN_S, RESTART_MAX_S = 0.5, 30.0  # a failed partition runner is restarted after this backoff
 # what the producer of a delayed record is told when the delay log could not take it: retriable codes
 _RETRIABLE = {ErrorCode.not_leader_or_follower, ErrorCode.request_timed_out, ErrorCode.not_enough_replicas,
               ErrorCode.not_enough_replicas_after_append, ErrorCode.leader_not_available}
@@ -82,18 +83,17 @@ class DelayService:
         self.log = DelayLog(replica_manager, now_ms, cluster=cluster, timeout_s=self.config.timeout_s)
         self.writer = TargetWriter(node_id, replica_manager, self._target_leader, cluster=cluster,
                                    timeout_s=self.config.timeout_s)
+        self.forward_request: Request | None = None  # set in a cluster (`connect`)
         self.runners: dict[int, PartitionRunner] = {}
         self._nursery: trio.Nursery | None = None
         self._waiting: list[PartitionRunner] = []
 
     # -- the server layer injects the requests to other brokers (client id __admin_client) ------
-    @property
-    def request(self):
-        return self.writer.request
-
-    @request.setter
-    def request(self, send: Callable[[int, int, int, dict], Awaitable[Any]]) -> None:
-        self.writer.request = send
+    def connect(self, *, schedules: Request, deliveries: Request) -> None:
+        """Requests to other brokers, on separate connections: a producer waiting for its forwarded
+        schedules never queues behind deliveries (a connection carries one request at a time)."""
+        self.forward_request = schedules
+        self.writer.request = deliveries
 
     # -- the produce path ---------------------------------------------------------------------------
     def topic_delay_ms(self, topic: str) -> int:
@@ -102,6 +102,12 @@ class DelayService:
         if info is None or "delivery.delay.ms" not in info.configs:
             return 0
         return int(effective_topic_value(self.broker_config, info.configs, "delivery.delay.ms"))
+
+    def honours_headers(self, topic: str) -> bool:
+        """Whether the topic's records may ask for a delay by header (`delivery.delay.headers.enable`)."""
+        info = self.metadata.topic(topic)
+        return bool(effective_topic_value(self.broker_config, info.configs if info is not None else {},
+                                          "delivery.delay.headers.enable"))
 
     async def schedule(self, target: Target, records: list[DelayedRecord]) -> ErrorCode:
         """Durably schedule `records` for `target` (acks=all in the delay log); the entry point."""
@@ -136,13 +142,13 @@ class DelayService:
 
     async def _forward(self, partition: int, records: list[DelayedRecord]) -> ErrorCode:
         leader = self.leader_of((DELAYED_TOPIC, partition))
-        if leader is None or leader < 0 or leader == self.node_id or self.writer.request is None:
+        if leader is None or leader < 0 or leader == self.node_id or self.forward_request is None:
             return ErrorCode.not_leader_or_follower
         entries = [encode_schedule(r) for r in records]
         for start in range(0, len(entries), FORWARD_BATCH_RECORDS):
             batch = build_internal_batch(entries[start:start + FORWARD_BATCH_RECORDS], self.now_ms())
             try:
-                response = await self.writer.request(leader, PRODUCE, PRODUCE_VERSION, {
+                response = await self.forward_request(leader, PRODUCE, PRODUCE_VERSION, {
                     "transactional_id": None, "acks": -1, "timeout": int(self.config.timeout_s * 1000),
                     "topic_data": [{"name": DELAYED_TOPIC, "partition_data": [{"index": partition, "records": batch}]}]})
             except Exception as exc:  # noqa: BLE001 - unreachable or moving: the producer retries
@@ -175,6 +181,11 @@ class DelayService:
                     schedules.append(record)
         except DecodeError as exc:
             raise InvalidRecordError(f"not a {DELAYED_TOPIC} record: {exc}") from None
+        if cancels:  # which records are being delivered is known once the runner has loaded
+            with trio.move_on_after(self.config.timeout_s):
+                await runner.loaded.wait()
+            if not runner.loaded.is_set() or self.runners.get(partition) is not runner:
+                raise NotLeaderOrFollowerError(f"{DELAYED_TOPIC}-{partition} is loading")
         busy = [record_id.hex() for record_id in cancels if runner.in_flight(record_id)]
         if busy:
             raise InvalidRecordError(f"being delivered now, too late to cancel: {', '.join(busy)}")
@@ -200,13 +211,17 @@ class DelayService:
         if current is not None and current.leader_epoch == leader_epoch:
             return
         self.resign(partition)
-        runner = self.runners[partition] = PartitionRunner(
-            partition, leader_epoch, self.log, self.writer, self.allocate_producer_id, self.now_ms,
-            self.config.max_in_memory, self._target_exists)
+        runner = self._new_runner(partition, leader_epoch)
         if self._nursery is None:
             self._waiting.append(runner)
         else:
             self._nursery.start_soon(self._run_runner, runner)
+
+    def _new_runner(self, partition: int, leader_epoch: int) -> PartitionRunner:
+        runner = self.runners[partition] = PartitionRunner(
+            partition, leader_epoch, self.log, self.writer, self.allocate_producer_id, self.now_ms,
+            self.config.max_in_memory, self._target_exists)
+        return runner
 
     def resign(self, partition: int) -> None:
         runner = self.runners.pop(partition, None)
@@ -229,12 +244,29 @@ class DelayService:
             self.become_leader(partition, leader.leader_epoch)
 
     async def _run_runner(self, runner: PartitionRunner) -> None:
-        try:
-            await runner.run()
-        except Exception:  # noqa: BLE001 - one partition's failure must not take the broker down
-            logger.exception("delayed deliveries of %s-%d stopped", DELAYED_TOPIC, runner.partition)
-            if self.runners.get(runner.partition) is runner:
-                del self.runners[runner.partition]
+        """Run the partition's deliveries while this broker leads it: a runner that fails (a bug,
+        an unreadable log) is replaced by a fresh one after a backoff, which loads the partition
+        again and resends what the failed one left half-delivered, as after a failover."""
+        backoff = RESTART_MIN_S
+        while True:
+            started = trio.current_time()
+            try:
+                await runner.run()
+                return  # stopped: leadership moved
+            except Exception:  # noqa: BLE001 - one partition's failure must not take the broker down
+                current = self.runners.get(runner.partition) is runner
+                if trio.current_time() - started > RESTART_MAX_S:
+                    backoff = RESTART_MIN_S  # it ran well for a while: not a crash loop
+                logger.exception("delayed deliveries of %s-%d failed%s", DELAYED_TOPIC, runner.partition,
+                                 f"; restarting them in {backoff:.1f} s" if current else "")
+                if not current:
+                    return
+            # the replacement takes the schedules and cancels meanwhile (it scans the log when it starts)
+            runner = self._new_runner(runner.partition, runner.leader_epoch)
+            await trio.sleep(backoff)
+            if self.runners.get(runner.partition) is not runner:
+                return
+            backoff = min(backoff * 2, RESTART_MAX_S)
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         async with trio.open_nursery() as nursery:

@@ -46,26 +46,43 @@ class SplitBatch:
 
 
 def split_batch(buf, pos: int, header: BatchHeader, target: Target, now_ms: int, topic_delay_ms: int,
-                max_delay_ms: int) -> SplitBatch | None:
+                max_delay_ms: int, *, honour_headers: bool = True) -> SplitBatch | None:
     """The batch's delayed records and the batch left for the target; None when nothing is delayed.
-    DelayHeaderError for a malformed delay header."""
-    def plan(rec) -> Planned | None:
-        due = due_time(rec.headers, now_ms, topic_delay_ms, max_delay_ms)
-        return None if due is None else (target, due, tuple(rec.headers))
-    return split_records(buf, pos, header, target, plan)
+    DelayHeaderError for a malformed delay header. `honour_headers` False: only the topic's delay
+    counts (the delay headers are ordinary headers)."""
+    return split_records(buf, pos, header, target,
+                         delay_plan(target, now_ms, topic_delay_ms, max_delay_ms, honour_headers=honour_headers))
 
 
 # where a record goes, when and with which headers; None: it stays in the produced batch
 Planned = tuple[Target, int, tuple]
+Plan = Callable[[Record], "Planned | None"]
 
 
-def split_records(buf, pos: int, header: BatchHeader, source: Target,
-                  plan: Callable[[Record], Planned | None]) -> SplitBatch | None:
+def delay_plan(target: Target, now_ms: int, topic_delay_ms: int, max_delay_ms: int, *,
+               honour_headers: bool = True) -> Plan:
+    """The plan of a produce to `target`: a record waits until its delay headers (or the topic's
+    delay) say, in its own partition."""
+    def plan(rec: Record) -> Planned | None:
+        due = due_time(rec.headers if honour_headers else (), now_ms, topic_delay_ms, max_delay_ms)
+        return None if due is None else (target, due, tuple(rec.headers))
+    return plan
+
+
+def split_records(buf, pos: int, header: BatchHeader, source: Target, plan: Plan) -> SplitBatch | None:
     """The batch at `pos` of partition `source` taken apart by `plan` (also used by retry topics,
     whose records go to another topic); None when `plan` keeps every record."""
+    return remaining_batch(header, *plan_records(decode_records(buf, pos, header), header, source, plan))
+
+
+def plan_records(records: list[Record], header: BatchHeader, source: Target,
+                 plan: Plan) -> tuple[list[DelayedRecord], list[Record]]:
+    """Some of a batch's decoded records (produced to `source`) sorted by `plan` into (delayed,
+    kept); a long batch is sorted a slice at a time, so the caller can let other work run between
+    slices. An idempotent producer's record gets an id from its producer id, epoch and sequence."""
     delayed: list[DelayedRecord] = []
-    kept = []
-    for rec in decode_records(buf, pos, header):
+    kept: list[Record] = []
+    for rec in records:
         planned = plan(rec)
         if planned is None:
             kept.append(rec)
@@ -77,6 +94,11 @@ def split_records(buf, pos: int, header: BatchHeader, source: Target,
         else:
             record_id = random_id()
         delayed.append(DelayedRecord(record_id, target, due, rec.timestamp, rec.key, rec.value, headers))
+    return delayed, kept
+
+
+def remaining_batch(header: BatchHeader, delayed: list[DelayedRecord], kept: list[Record]) -> SplitBatch | None:
+    """The split of a batch whose records were sorted into `delayed` and `kept`."""
     if not delayed:
         return None
     if not kept and header.producer_id < 0:

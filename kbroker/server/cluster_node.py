@@ -13,6 +13,7 @@ truncates its unacknowledged tail before fetching.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 import trio
@@ -56,8 +57,9 @@ class ClusterNode:
         # transaction markers wait for the leader's ISR: their own connections, so they never hold
         # up the controller's requests
         self._marker_channels: dict[tuple[int, str, int], BrokerChannel] = {}
-        # delayed delivery's forwarded schedules and deliveries, as __admin_client (kbroker/delayed)
-        self._delayed_channels: dict[tuple[int, str, int], BrokerChannel] = {}
+        # delayed delivery's forwarded schedules and its deliveries, as __admin_client (kbroker/delayed):
+        # a connection each, so a producer's schedules never wait behind deliveries
+        self._delayed_channels: dict[tuple[str, int, str, int], BrokerChannel] = {}
         self._session_lost = False
         self._nursery: trio.Nursery | None = None
         c = self.config
@@ -92,7 +94,8 @@ class ClusterNode:
             await nursery.start(fetchers.run)
             broker.controller = self.controller
             broker.txn_coordinator.markers.request = self._send_markers
-            broker.delayed.request = self._send_delayed
+            broker.delayed.connect(schedules=partial(self._send_delayed, "schedules"),
+                                   deliveries=partial(self._send_delayed, "deliveries"))
             self.controller.on_controller_change = self._controller_changed
             await nursery.start(self.controller.run)
             nursery.start_soon(rm.run_isr_changes, self._send_alter_partition)
@@ -151,11 +154,11 @@ class ClusterNode:
                                                                  f"broker-{self.node_id}-txn-markers")
         return await channel.request(api_key, version, body, timeout_s=self.config.get("request.timeout.ms") / 1000 + 5)
 
-    async def _send_delayed(self, broker_id: int, api_key: int, version: int, body: dict) -> Any:
+    async def _send_delayed(self, purpose: str, broker_id: int, api_key: int, version: int, body: dict) -> Any:
         target = self.broker.metadata.broker(broker_id)
         if target is None:
             raise ChannelError(f"broker {broker_id} is unknown")
-        key = (broker_id, target.host, target.port)
+        key = (purpose, broker_id, target.host, target.port)
         channel = self._delayed_channels.get(key)
         if channel is None:
             channel = self._delayed_channels[key] = BrokerChannel(target.host, target.port, ADMIN_CLIENT_ID)

@@ -80,3 +80,13 @@ def test_all_delayed_without_producer_appends_nothing_and_idempotent_keeps_an_em
 def test_batches_without_delay_headers_are_ruled_out_unopened():
     buf = build_batch([Record(0, 1, b"deliver", b"delay", [("x", b"deliver.a")])])
     assert not may_delay(buf, 0, parse_batch_header(buf))
+
+
+def test_a_topic_that_does_not_honour_headers_counts_only_its_own_delay():
+    recs = [Record(0, 100, None, b"a", [("delay.ms", b"500")]), Record(1, 101, None, b"b", [("deliver.at", b"x")])]
+    buf = build_batch(recs)
+    header = parse_batch_header(buf)
+    assert split_batch(buf, 0, header, ("t", 0), 1000, 0, 10**9, honour_headers=False) is None  # not even refused
+    split = split_batch(buf, 0, header, ("t", 0), 1000, 200, 10**9, honour_headers=False)
+    assert [(r.value, r.due_ms, r.headers) for r in split.delayed] == \
+        [(b"a", 1200, (("delay.ms", b"500"),)), (b"b", 1200, (("deliver.at", b"x"),))]
