@@ -56,6 +56,9 @@ def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+ISR_REFUSAL_BACKOFF_MS = 500  # how long a leader waits to propose again an ISR change the controller refused
+
+
 def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
@@ -262,9 +265,10 @@ class ReplicaManager:
         partition = self.partitions.get(tp)
         if partition is None or not partition.is_leader:
             return
-        partition.update_follower_fetch(replica_id, fetch_offset, self.now_ms())
+        now = self.now_ms()
+        partition.update_follower_fetch(replica_id, fetch_offset, now)
         expanded = partition.isr_expansion(replica_id)
-        if expanded is not None:
+        if expanded is not None and now >= partition.isr_backoff_until_ms:
             logger.info("%s: expanding ISR %s -> %s (follower %d caught up)", tp, partition.isr, expanded, replica_id)
             self._propose_isr(partition, expanded)
 
@@ -275,7 +279,7 @@ class ReplicaManager:
         shrunk = 0
         for partition in list(self.partitions.values()):
             new_isr = partition.isr_shrink(now, lag_max)
-            if new_isr is not None:
+            if new_isr is not None and now >= partition.isr_backoff_until_ms:
                 logger.info("%s: shrinking ISR %s -> %s (followers behind for %d ms)", partition.topic_partition,
                             partition.isr, new_isr, lag_max)
                 self._propose_isr(partition, new_isr)
@@ -314,7 +318,8 @@ class ReplicaManager:
                     partition.isr = list(state.isr)
                     partition.partition_epoch = state.partition_epoch
                     logger.info("%s: ISR is now %s", tp, partition.isr)
-                else:
+                else:  # e.g. INELIGIBLE_REPLICA for a follower in controlled shutdown: not at every fetch
+                    partition.isr_backoff_until_ms = self.now_ms() + ISR_REFUSAL_BACKOFF_MS
                     logger.info("%s: ISR change to %s refused with %s", tp, isr, ErrorCode(error).name)
                 partition.maybe_increment_high_watermark()
                 self._wake(tp)

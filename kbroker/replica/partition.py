@@ -46,6 +46,7 @@ class Partition:
         self.partition_epoch = 0
         self.isr = [node_id]
         self.pending_isr: list[int] | None = None  # an AlterPartition in flight
+        self.isr_backoff_until_ms = 0  # a refused ISR change is not proposed again before then
         self.followers: dict[int, FollowerState] = {}
         self.leader_epoch_start_offset = 0
         self.times_followed = 0  # bumped whenever it stops leading: waits for acks=all watch it

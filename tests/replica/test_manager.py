@@ -111,3 +111,35 @@ def test_read_committed_returns_the_aborted_transactions_of_the_range(rm):
     assert follower.aborted_transactions is None  # a follower copies the log, markers and all
     unknown = rm.read_partition(TopicPartition("nope", 0), 0, 1 << 20, read_committed=True, min_one_message=True)
     assert unknown.error is not None and unknown.aborted_transactions is None
+
+
+def test_a_refused_isr_expansion_is_not_proposed_again_at_every_fetch(rm):
+    """The controller refuses an ISR change (INELIGIBLE_REPLICA: the follower is shutting down);
+    the follower keeps fetching, and the leader asks again only after a back-off, not per fetch."""
+    import uuid
+
+    from kbroker.errors import ErrorCode
+    from kbroker.replica.partition import Partition
+
+    tp = TopicPartition("isr-refused", 0)
+    log = rm.log_manager.get_or_create_log(tp)
+    partition = Partition(tp, log, uuid.uuid4(), [0, 1], 0, lambda _tp: None)
+    partition.make_leader(1, [0], [0, 1], 0, rm.now_ms())
+    rm.partitions[tp] = partition
+    sent = []
+
+    async def refuse(items):
+        sent.append(items)
+        return {(t, p): (ErrorCode.ineligible_replica, None) for t, p, *_ in items}
+
+    async def main():
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(rm.run_isr_changes, refuse)
+            for _ in range(50):  # a follower at the leader's end fetching every 5 ms, for 250 ms
+                rm.update_follower_fetch(tp, 1, partition.log.log_end_offset)
+                await trio.sleep(0.005)
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)  # the back-off is on the broker's real clock
+    assert len(sent) == 1, f"{len(sent)} AlterPartition requests in 250 ms for one refused change"
+    assert partition.isr == [0]
