@@ -40,6 +40,9 @@
 //       describeProducers of those partitions (each asked of its leader); one JSON line per active
 //       producer, by partition: {"partition":p,"producerId":..,"producerEpoch":..,"lastSequence":..,
 //       "lastTimestamp":..,"coordinatorEpoch":..,"currentTransactionStartOffset":..} (-1 when absent)
+//   admin <bootstrap> authorized-ops <topic> <group>
+//       describeTopics / describeCluster / describeConsumerGroups with includeAuthorizedOperations(true);
+//       "OPS topic|cluster|group <names sorted, comma-separated>" ("OPS <kind> null" when absent)
 //   spark <bootstrap> <topic> <timeout_ms>
 //       the connector's read path: describeTopics, listOffsets earliest+latest, then per partition a
 //       consumer (group.id set, auto.offset.reset=none, no auto commit) assign+seek+poll up to latest.
@@ -92,6 +95,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.DescribeProducersResult;
 import org.apache.kafka.clients.admin.ElectLeadersResult;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
@@ -401,10 +408,32 @@ public final class KbrokerHarness {
                                     + "}");
                     break;
                 }
+                case "authorized-ops": {
+                    TopicDescription t = admin.describeTopics(Collections.singletonList(args[3]),
+                            new DescribeTopicsOptions().includeAuthorizedOperations(true))
+                            .allTopicNames().get(CALL_TIMEOUT_S, TimeUnit.SECONDS).get(args[3]);
+                    System.out.println("OPS topic " + opNames(t.authorizedOperations()));
+                    System.out.println("OPS cluster " + opNames(admin.describeCluster(
+                            new DescribeClusterOptions().includeAuthorizedOperations(true))
+                            .authorizedOperations().get(CALL_TIMEOUT_S, TimeUnit.SECONDS)));
+                    ConsumerGroupDescription g = admin.describeConsumerGroups(Collections.singletonList(args[4]),
+                            new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true))
+                            .all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS).get(args[4]);
+                    System.out.println("OPS group " + opNames(g.authorizedOperations()));
+                    break;
+                }
                 default:
                     throw new IllegalArgumentException("unknown admin call " + args[2]);
             }
         }
+    }
+
+    static String opNames(java.util.Set<org.apache.kafka.common.acl.AclOperation> ops) {
+        if (ops == null) return "null";
+        List<String> names = new ArrayList<>();
+        for (org.apache.kafka.common.acl.AclOperation op : ops) names.add(op.name());
+        Collections.sort(names);
+        return String.join(",", names);
     }
 
     /** One partition's alterPartitionReassignments call; its outcome, success or the Kafka error, as a JSON line. */
