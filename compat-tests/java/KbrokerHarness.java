@@ -12,6 +12,9 @@
 //       stdin, one record a line: partition \t timestamp_ms \t key \t value \t headers
 //       (partition -1: let the partitioner choose; timestamp -1: let the producer stamp it)
 //       stdout: "ACK <line#> <partition> <offset> <timestamp>" per record, then "DONE <n>"
+//   produce-each <bootstrap> <topic> <compression> <acks>
+//       the same, but a failed record is a line "FAIL <line#> <exception class> <message>" instead of
+//       ending the run (per-record produce errors, KIP-467)
 //   consume <bootstrap> <topic> <n> <timeout_ms> <seek> [group.id]
 //       seek: "beginning" (all partitions) or "p:off,p:off" (only those partitions)
 //       stdout: "REC <partition> <offset> <timestamp> <key> <value> <headers>" then "DONE <n>"
@@ -138,7 +141,8 @@ public final class KbrokerHarness {
     public static void main(String[] args) {
         try {
             switch (args[0]) {
-                case "produce": produce(args[1], args[2], args[3], args[4]); break;
+                case "produce": produce(args[1], args[2], args[3], args[4], false); break;
+                case "produce-each": produce(args[1], args[2], args[3], args[4], true); break;
                 case "consume":
                     consume(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]), args[5],
                             args.length > 6 ? args[6] : null);
@@ -208,7 +212,8 @@ public final class KbrokerHarness {
 
     // ---- produce ----------------------------------------------------------------------------
 
-    static void produce(String bootstrap, String topic, String compression, String acks) throws Exception {
+    static void produce(String bootstrap, String topic, String compression, String acks, boolean each)
+            throws Exception {
         Properties p = common(bootstrap);
         p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, compression);
         p.put(ProducerConfig.ACKS_CONFIG, acks);
@@ -238,7 +243,17 @@ public final class KbrokerHarness {
             producer.flush();
             int i = 0;
             for (Future<RecordMetadata> fut : futures) {
-                RecordMetadata md = fut.get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+                RecordMetadata md;
+                try {
+                    md = fut.get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+                } catch (ExecutionException e) {
+                    if (!each) throw e;
+                    Throwable cause = e.getCause() == null ? e : e.getCause();
+                    System.out.println("FAIL " + i + " " + cause.getClass().getName() + " "
+                            + String.valueOf(cause.getMessage()).replace('\n', ' '));
+                    i++;
+                    continue;
+                }
                 System.out.println("ACK " + i + " " + md.partition() + " " + md.offset() + " " + md.timestamp());
                 i++;
             }

@@ -25,6 +25,7 @@ from kbroker.errors import (
     KafkaError,
     NotLeaderOrFollowerError,
 )
+from kbroker.log.record_validation import validate_records
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.wire.records import validate_batches
 
@@ -54,6 +55,9 @@ async def append_with_delays(ctx, partition, buf, batches, acks: int):
         raise InvalidRecordError(str(exc)) from None
     if split is None:
         return None
+    config = partition.log.config
+    if config.validates_records:  # the delayed records reach the log only at delivery: check them now
+        validate_records(buf, batches, config, int(time.time() * 1000), tp)
     if header.is_transactional:
         raise InvalidRecordError("delayed delivery is not available to transactional producers "
                                  "(a delay header, or the topic's delivery.delay.ms, on a transactional batch)")
