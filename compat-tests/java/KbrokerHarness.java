@@ -1,6 +1,6 @@
 // Small driver for the stock Java kafka-clients 3.9.0, used by compat-tests/test_java.py,
-// test_groups_java.py, test_cluster_java.py, test_cluster_java_admin.py and (through txnkit.py)
-// test_transactions.py and test_cluster_transactions.py.
+// test_groups_java.py, test_cluster_java.py, test_cluster_java_admin.py, test_authorized_operations.py,
+// test_produce_validation.py and (through txnkit.py) test_transactions.py and test_cluster_transactions.py.
 //
 // It makes exactly the calls Spark's Kafka connector makes: Admin describeTopics / listOffsets on
 // the driver, KafkaConsumer.assign + seek + poll on executors, an idempotent KafkaProducer for
