@@ -206,6 +206,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.message.timestamp.before.max.ms", _L, LONG_MAX, "Max age of a record timestamp.", _at_least(0)),
         ConfigDef("log.message.timestamp.after.max.ms", _L, LONG_MAX, "Max future skew of a record timestamp.",
                   _at_least(0)),
+        ConfigDef("log.message.timestamp.difference.max.ms", _L, LONG_MAX,
+                  "Deprecated: both bounds, when before/after.max.ms are left at Long.MAX.", _at_least(0)),
         ConfigDef("log.preallocate", _B, False, "Preallocate segment files."),
         ConfigDef("message.max.bytes", _I, 1048588, "Largest record batch size.", _at_least(0)),
         ConfigDef("compression.type", _S, "producer", "Final compression of a topic's data.", choices=_COMPRESSION),
@@ -324,6 +326,8 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
         (ConfigDef("message.timestamp.type", _S, "CreateTime", "Timestamp type.", choices=_TS_TYPES), ("log.message.timestamp.type",)),
         (ConfigDef("message.timestamp.before.max.ms", _L, LONG_MAX, "Max timestamp age.", _at_least(0)), ("log.message.timestamp.before.max.ms",)),
         (ConfigDef("message.timestamp.after.max.ms", _L, LONG_MAX, "Max timestamp skew.", _at_least(0)), ("log.message.timestamp.after.max.ms",)),
+        (ConfigDef("message.timestamp.difference.max.ms", _L, LONG_MAX, "Deprecated: both bounds, when "
+                   "before/after.max.ms are Long.MAX.", _at_least(0)), ("log.message.timestamp.difference.max.ms",)),
         (ConfigDef("min.cleanable.dirty.ratio", _D, 0.5, "Dirty ratio for compaction.", _between(0, 1)), ("log.cleaner.min.cleanable.ratio",)),
         (ConfigDef("min.compaction.lag.ms", _L, 0, "Min compaction lag.", _at_least(0)), ("log.cleaner.min.compaction.lag.ms",)),
         (ConfigDef("min.insync.replicas", _I, 1, "Minimum ISR for acks=all.", _at_least(1)), ("min.insync.replicas",)),
@@ -663,11 +667,16 @@ def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> dict[str, Any
     return {k: _parse(DYNAMIC_BROKER_CONFIGS[k], v) for k, v in configs.items()}
 
 
+def _timestamp_bound(bound: int, difference: int) -> int:
+    return bound if bound != LONG_MAX else difference
+
+
 def log_config_for(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogConfig:
     """The storage settings of one topic: its overrides over the broker's values over defaults."""
     value = lambda key: effective_topic_value(broker, overrides, key)
     retention_ms = value("retention.ms")
     policy = value("cleanup.policy")
+    difference = value("message.timestamp.difference.max.ms")
     return LogConfig(
         segment_bytes=value("segment.bytes"),
         segment_ms=value("segment.ms"),
@@ -679,6 +688,9 @@ def log_config_for(broker: BrokerConfig, overrides: Mapping[str, str]) -> LogCon
         flush_interval_messages=value("flush.messages"),
         flush_interval_ms=value("flush.ms"),
         message_timestamp_type=value("message.timestamp.type"),
+        # Kafka's LogConfig (KIP-937): a bound left at Long.MAX falls back on the deprecated difference
+        message_timestamp_before_max_ms=_timestamp_bound(value("message.timestamp.before.max.ms"), difference),
+        message_timestamp_after_max_ms=_timestamp_bound(value("message.timestamp.after.max.ms"), difference),
         cleanup_policy=",".join(policy),
         file_delete_delay_ms=value("file.delete.delay.ms"),
         preallocate=value("preallocate"),

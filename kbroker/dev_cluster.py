@@ -22,7 +22,6 @@ import os
 import re
 import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path

@@ -1,6 +1,6 @@
 // Small driver for the stock Java kafka-clients 3.9.0, used by compat-tests/test_java.py,
-// test_groups_java.py, test_cluster_java.py, test_cluster_java_admin.py and (through txnkit.py)
-// test_transactions.py and test_cluster_transactions.py.
+// test_groups_java.py, test_cluster_java.py, test_cluster_java_admin.py, test_authorized_operations.py,
+// test_produce_validation.py and (through txnkit.py) test_transactions.py and test_cluster_transactions.py.
 //
 // It makes exactly the calls Spark's Kafka connector makes: Admin describeTopics / listOffsets on
 // the driver, KafkaConsumer.assign + seek + poll on executors, an idempotent KafkaProducer for
@@ -12,6 +12,9 @@
 //       stdin, one record a line: partition \t timestamp_ms \t key \t value \t headers
 //       (partition -1: let the partitioner choose; timestamp -1: let the producer stamp it)
 //       stdout: "ACK <line#> <partition> <offset> <timestamp>" per record, then "DONE <n>"
+//   produce-each <bootstrap> <topic> <compression> <acks>
+//       the same, but a failed record is a line "FAIL <line#> <exception class> <message>" instead of
+//       ending the run (per-record produce errors, KIP-467)
 //   consume <bootstrap> <topic> <n> <timeout_ms> <seek> [group.id]
 //       seek: "beginning" (all partitions) or "p:off,p:off" (only those partitions)
 //       stdout: "REC <partition> <offset> <timestamp> <key> <value> <headers>" then "DONE <n>"
@@ -40,6 +43,9 @@
 //       describeProducers of those partitions (each asked of its leader); one JSON line per active
 //       producer, by partition: {"partition":p,"producerId":..,"producerEpoch":..,"lastSequence":..,
 //       "lastTimestamp":..,"coordinatorEpoch":..,"currentTransactionStartOffset":..} (-1 when absent)
+//   admin <bootstrap> authorized-ops <topic> <group>
+//       describeTopics / describeCluster / describeConsumerGroups with includeAuthorizedOperations(true);
+//       "OPS topic|cluster|group <names sorted, comma-separated>" ("OPS <kind> null" when absent)
 //   spark <bootstrap> <topic> <timeout_ms>
 //       the connector's read path: describeTopics, listOffsets earliest+latest, then per partition a
 //       consumer (group.id set, auto.offset.reset=none, no auto commit) assign+seek+poll up to latest.
@@ -92,6 +98,10 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.DescribeClusterOptions;
+import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
+import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.DescribeProducersResult;
 import org.apache.kafka.clients.admin.ElectLeadersResult;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
@@ -131,7 +141,8 @@ public final class KbrokerHarness {
     public static void main(String[] args) {
         try {
             switch (args[0]) {
-                case "produce": produce(args[1], args[2], args[3], args[4]); break;
+                case "produce": produce(args[1], args[2], args[3], args[4], false); break;
+                case "produce-each": produce(args[1], args[2], args[3], args[4], true); break;
                 case "consume":
                     consume(args[1], args[2], Integer.parseInt(args[3]), Long.parseLong(args[4]), args[5],
                             args.length > 6 ? args[6] : null);
@@ -201,7 +212,8 @@ public final class KbrokerHarness {
 
     // ---- produce ----------------------------------------------------------------------------
 
-    static void produce(String bootstrap, String topic, String compression, String acks) throws Exception {
+    static void produce(String bootstrap, String topic, String compression, String acks, boolean each)
+            throws Exception {
         Properties p = common(bootstrap);
         p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, compression);
         p.put(ProducerConfig.ACKS_CONFIG, acks);
@@ -231,7 +243,17 @@ public final class KbrokerHarness {
             producer.flush();
             int i = 0;
             for (Future<RecordMetadata> fut : futures) {
-                RecordMetadata md = fut.get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+                RecordMetadata md;
+                try {
+                    md = fut.get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+                } catch (ExecutionException e) {
+                    if (!each) throw e;
+                    Throwable cause = e.getCause() == null ? e : e.getCause();
+                    System.out.println("FAIL " + i + " " + cause.getClass().getName() + " "
+                            + String.valueOf(cause.getMessage()).replace('\n', ' '));
+                    i++;
+                    continue;
+                }
                 System.out.println("ACK " + i + " " + md.partition() + " " + md.offset() + " " + md.timestamp());
                 i++;
             }
@@ -401,10 +423,32 @@ public final class KbrokerHarness {
                                     + "}");
                     break;
                 }
+                case "authorized-ops": {
+                    TopicDescription t = admin.describeTopics(Collections.singletonList(args[3]),
+                            new DescribeTopicsOptions().includeAuthorizedOperations(true))
+                            .allTopicNames().get(CALL_TIMEOUT_S, TimeUnit.SECONDS).get(args[3]);
+                    System.out.println("OPS topic " + opNames(t.authorizedOperations()));
+                    System.out.println("OPS cluster " + opNames(admin.describeCluster(
+                            new DescribeClusterOptions().includeAuthorizedOperations(true))
+                            .authorizedOperations().get(CALL_TIMEOUT_S, TimeUnit.SECONDS)));
+                    ConsumerGroupDescription g = admin.describeConsumerGroups(Collections.singletonList(args[4]),
+                            new DescribeConsumerGroupsOptions().includeAuthorizedOperations(true))
+                            .all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS).get(args[4]);
+                    System.out.println("OPS group " + opNames(g.authorizedOperations()));
+                    break;
+                }
                 default:
                     throw new IllegalArgumentException("unknown admin call " + args[2]);
             }
         }
+    }
+
+    static String opNames(java.util.Set<org.apache.kafka.common.acl.AclOperation> ops) {
+        if (ops == null) return "null";
+        List<String> names = new ArrayList<>();
+        for (org.apache.kafka.common.acl.AclOperation op : ops) names.add(op.name());
+        Collections.sort(names);
+        return String.join(",", names);
     }
 
     /** One partition's alterPartitionReassignments call; its outcome, success or the Kafka error, as a JSON line. */

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from kbroker.api.authorization import NOT_REQUESTED, ResourceType, authorized_operations
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request) -> dict:
     metadata = ctx.broker.metadata
+    operations = NOT_REQUESTED
+    if request.include_cluster_authorized_operations:
+        operations = authorized_operations(ResourceType.CLUSTER, "kafka-cluster", ctx)
     return {
         "throttle_time": 0,
         "error_code": ErrorCode.none,
@@ -18,5 +22,5 @@ async def handle(ctx: RequestContext, request) -> dict:
         "brokers": [
             {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in metadata.brokers()
         ],
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": operations,
     }

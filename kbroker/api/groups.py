@@ -11,11 +11,10 @@ from typing import Any, Callable
 
 import trio
 
+from kbroker.api.authorization import NOT_REQUESTED, ResourceType, authorized_operations
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode
 from kbroker.wire.protocol import to_ms
-
-NOT_PROVIDED_OPERATIONS = -(2**31)  # DescribeGroups v3+: authorized operations were not asked for
 
 
 async def _await_callback(start: Callable[[Callable[[Any], None]], None]) -> Any:
@@ -104,9 +103,13 @@ async def list_groups(ctx: RequestContext, request) -> dict:
 
 async def describe_groups(ctx: RequestContext, request) -> dict:
     coordinator = ctx.broker.group_coordinator
+    include_operations = getattr(request, "include_authorized_operations", False)  # v3+
     out = []
     for group_id in request.groups:
         error, summary = coordinator.describe_group(group_id)
+        operations = NOT_REQUESTED
+        if include_operations and error == ErrorCode.none:  # Kafka: only for groups described without error
+            operations = authorized_operations(ResourceType.GROUP, group_id, ctx)
         out.append({
             "error_code": error, "group_id": group_id, "group_state": summary.state,
             "protocol_type": summary.protocol_type, "protocol_data": summary.protocol,
@@ -114,7 +117,7 @@ async def describe_groups(ctx: RequestContext, request) -> dict:
                          "client_id": m.client_id, "client_host": m.client_host,
                          "member_metadata": m.metadata, "member_assignment": m.assignment}
                         for m in summary.members],
-            "authorized_operations": NOT_PROVIDED_OPERATIONS,
+            "authorized_operations": operations,
         })
     return {"throttle_time": 0, "groups": out}
 

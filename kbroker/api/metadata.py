@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from kbroker.api import views
+from kbroker.api.authorization import NOT_REQUESTED as NO_AUTHORIZED_OPERATIONS, ResourceType, authorized_operations
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.metadata.store import TopicInfo
-
-NO_AUTHORIZED_OPERATIONS = -2147483648
 
 FIRST_UPDATE_WAIT_S = 5.0  # how long Metadata on a just-started broker waits for the controller's view
 
@@ -111,12 +110,19 @@ async def handle(ctx: RequestContext, request) -> dict:
                 topics.append(_error_topic(name, ErrorCode.unknown_topic_or_partition))
             else:
                 topics.append(topic_metadata(ctx, info))
+    if getattr(request, "include_topic_authorized_operations", False):  # v8+
+        for topic in topics:
+            if topic["name"] is not None:
+                topic["topic_authorized_operations"] = authorized_operations(ResourceType.TOPIC, topic["name"], ctx)
+    cluster_operations = NO_AUTHORIZED_OPERATIONS
+    if getattr(request, "include_cluster_authorized_operations", False):  # v8-v10
+        cluster_operations = authorized_operations(ResourceType.CLUSTER, "kafka-cluster", ctx)
     return {
         "throttle_time": 0,
         "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in metadata.brokers()],
         "cluster_id": metadata.cluster_id,
         "controller_id": metadata.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": cluster_operations,
         "error_code": ErrorCode.none,
     }

@@ -36,8 +36,11 @@ logger = logging.getLogger(__name__)
 
 
 def _error(index: int, exc: KafkaError) -> dict:
+    """A partition's failure; a batch rejected for some records names them (KIP-467, v8+)."""
+    record_errors = [{"batch_index": i, "batch_index_error_message": message}
+                     for i, message in getattr(exc, "record_errors", ())]
     return {"index": index, "error_code": error_code_of(exc), "base_offset": -1, "log_append_time": -1,
-            "log_start_offset": -1, "record_errors": [], "error_message": str(exc)}
+            "log_start_offset": -1, "record_errors": record_errors, "error_message": str(exc)}
 
 
 async def produce_partition(ctx: RequestContext, topic: str, index: int, records, acks: int,

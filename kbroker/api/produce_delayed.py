@@ -27,6 +27,7 @@ from kbroker.errors import (
     KafkaError,
     NotLeaderOrFollowerError,
 )
+from kbroker.log.record_validation import validate_records
 from kbroker.wire.records import decode_records, validate_batches
 
 SPLIT_SLICE = 500  # records sorted between two yields to the event loop
@@ -58,6 +59,9 @@ async def append_with_delays(ctx, partition, buf, batches, acks: int):
         raise InvalidRecordError(str(exc)) from None
     if split is None:
         return None
+    config = partition.log.config
+    if config.validates_records:  # the delayed records reach the log only at delivery: check them now
+        validate_records(buf, batches, config, int(time.time() * 1000), tp)
     if header.is_transactional:
         raise InvalidRecordError("delayed delivery is not available to transactional producers "
                                  "(a delay header, or the topic's delivery.delay.ms, on a transactional batch)")

@@ -8,6 +8,7 @@ weeks (Kafka: one week).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 __all__ = ["LogConfig", "LONG_MAX"]
 
@@ -26,6 +27,9 @@ class LogConfig:
     flush_interval_messages: int = LONG_MAX
     flush_interval_ms: int = LONG_MAX
     message_timestamp_type: str = "CreateTime"  # or "LogAppendTime"
+    # CreateTime records must lie in [now - before, now + after] (the difference.max.ms fallback applied)
+    message_timestamp_before_max_ms: int = LONG_MAX
+    message_timestamp_after_max_ms: int = LONG_MAX
     cleanup_policy: str = "delete"  # "delete", "compact" or "compact,delete"
     file_delete_delay_ms: int = 60000
     preallocate: bool = False  # accepted for compatibility; files are never preallocated
@@ -58,6 +62,13 @@ class LogConfig:
     @property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
+
+    @cached_property
+    def validates_records(self) -> bool:
+        """Whether client batches must be opened on append: keys of a compacted topic, timestamps
+        of a CreateTime topic with a bound. False by default, so the produce path stays header-only."""
+        bounded = self.message_timestamp_before_max_ms != LONG_MAX or self.message_timestamp_after_max_ms != LONG_MAX
+        return self.compact_enabled or (bounded and not self.log_append_time)
 
     def with_(self, **changes) -> LogConfig:
         return replace(self, **changes)

@@ -36,6 +36,7 @@ from kbroker.log.log_txn import (
     marker_of,
 )
 from kbroker.log.producer_state import ActiveProducer, CompletedTxn, ProducerAppendInfo, ProducerStateManager
+from kbroker.log.record_validation import validate_records
 from kbroker.log.records_view import FetchDataInfo
 from kbroker.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
 from kbroker.log.topic_partition import TopicPartition
@@ -194,7 +195,8 @@ class Log(LogLoading, LogRetention):
         segment.bytes RECORD_LIST_TOO_LARGE; producer epoch/sequence validation; a duplicate
         returns the original offsets without writing. A coordinator's append (`from_client`
         False: transaction markers, transactional offset commits) has its producer epoch checked
-        but no sequence, so no duplicate detection either (Kafka's AppendOrigin.COORDINATOR). Offsets (from log_end_offset), leader
+        but no sequence, so no duplicate detection either (Kafka's AppendOrigin.COORDINATOR). A client's
+        records are checked one by one only when the config asks (record_validation.py). Offsets (from log_end_offset), leader
         epoch and LogAppendTime are patched into `buf` in place; then one write.
         """
         if not batches:
@@ -202,6 +204,8 @@ class Log(LogLoading, LogRetention):
         cfg = self.config
         now = self._now_ms() if now_ms is None else now_ms
         total = self._check_sizes(buf, batches)
+        if from_client and cfg.validates_records:  # compacted, or a timestamp bound: open the records
+            validate_records(buf, batches, cfg, now, self.topic_partition)
         log_append_time = cfg.log_append_time
         psm = self.producer_state
         updates: dict[int, ProducerAppendInfo] = {}

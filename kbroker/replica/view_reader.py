@@ -14,7 +14,6 @@ import uuid
 
 from kbroker.errors import CorruptRecordError
 from kbroker.log.records_view import FileRecords
-from kbroker.log.topic_partition import TopicPartition
 from kbroker.metadata.views import ViewInfo
 from kbroker.replica.manager import FetchPartitionResult, ReplicaManager
 from kbroker.views.batch_filter import NONE, Verdict, batch_verdict, filter_batches

@@ -1,0 +1,96 @@
+"""KIP-430 authorized operations through the dispatch table on a real single-node broker: Metadata
+(v8+ topics, v8-v10 cluster), DescribeCluster and DescribeGroups (v3+) answer Kafka's bit sets when
+asked (no authorizer: every operation the resource type supports) and -2**31 when not."""
+
+import functools
+
+import pytest
+import trio
+
+from kbroker.api.authorization import AclOperation as Op, ResourceType, authorized_operations
+from kbroker.api.dispatch import DISPATCH, handle_frame
+from kbroker.broker import Broker
+from kbroker.config import BrokerConfig
+from kbroker.wire.protocol import decode_response, encode_request
+
+METADATA, DESCRIBE_GROUPS, DESCRIBE_CLUSTER = 3, 15, 60
+NOT_ASKED = -2147483648
+# Kafka's AclEntry.supportedOperations, by hand: the bits clients decode
+TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ..ALTER, DESCRIBE, DESCRIBE/ALTER_CONFIGS
+CLUSTER_OPS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, ...
+GROUP_OPS = sum(1 << op for op in (3, 6, 8))  # READ, DELETE, DESCRIBE
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    b = Broker(BrokerConfig.from_dict({"log.dirs": str(tmp_path_factory.mktemp("authops"))}), ("127.0.0.1", 9092))
+    b.startup()
+    trio.run(functools.partial(b.create_topic, "ops", num_partitions=1))
+    yield b
+    b.shutdown()
+
+
+def call(broker, api_key, version, body):
+    frame = encode_request(api_key, version, 7, "test", body)
+    response = trio.run(handle_frame, broker, bytearray(frame[4:]))
+    correlation_id, decoded = decode_response(api_key, version, response[4:])
+    assert correlation_id == 7
+    return decoded
+
+
+def test_bit_sets_are_kafkas():
+    assert TOPIC_OPS == 3576 and CLUSTER_OPS == 8096 and GROUP_OPS == 328
+    assert authorized_operations(ResourceType.TOPIC, "t", None) == TOPIC_OPS
+    assert authorized_operations(ResourceType.CLUSTER, "kafka-cluster", None) == CLUSTER_OPS
+    assert authorized_operations(ResourceType.GROUP, "g", None) == GROUP_OPS
+
+
+def test_an_authorizer_narrows_the_supported_operations():
+    class ReadOnly:
+        def authorize(self, ctx, resource_type, name, operations):
+            return frozenset({Op.READ, Op.DESCRIBE, Op.CLUSTER_ACTION})  # CLUSTER_ACTION: not a topic's
+
+    assert authorized_operations(ResourceType.TOPIC, "t", None, ReadOnly()) == (1 << 3) | (1 << 8)
+
+
+@pytest.mark.parametrize("version", range(8, DISPATCH[METADATA].max_version + 1))
+@pytest.mark.parametrize("asked", [True, False])
+def test_metadata(broker, version, asked):
+    body = {"topics": [{"name": "ops", "topic_id": None}], "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": asked}
+    if version <= 10:
+        body["include_cluster_authorized_operations"] = asked
+    response = call(broker, METADATA, version, body)
+    (topic,) = response.topics
+    assert topic.topic_authorized_operations == (TOPIC_OPS if asked else NOT_ASKED)
+    if version <= 10:
+        assert response.cluster_authorized_operations == (CLUSTER_OPS if asked else NOT_ASKED)
+
+
+def test_metadata_cluster_operations_alone(broker):
+    response = call(broker, METADATA, 10, {"topics": [{"name": "ops", "topic_id": None}],
+                                           "allow_auto_topic_creation": False,
+                                           "include_cluster_authorized_operations": True,
+                                           "include_topic_authorized_operations": False})
+    assert response.cluster_authorized_operations == CLUSTER_OPS
+    assert response.topics[0].topic_authorized_operations == NOT_ASKED
+
+
+@pytest.mark.parametrize("version", range(DISPATCH[DESCRIBE_CLUSTER].min_version,
+                                          DISPATCH[DESCRIBE_CLUSTER].max_version + 1))
+@pytest.mark.parametrize("asked", [True, False])
+def test_describe_cluster(broker, version, asked):
+    body = {"include_cluster_authorized_operations": asked}
+    if version >= 1:
+        body["endpoint_type"] = 1
+    response = call(broker, DESCRIBE_CLUSTER, version, body)
+    assert response.cluster_authorized_operations == (CLUSTER_OPS if asked else NOT_ASKED)
+
+
+@pytest.mark.parametrize("version", range(3, DISPATCH[DESCRIBE_GROUPS].max_version + 1))
+@pytest.mark.parametrize("asked", [True, False])
+def test_describe_groups(broker, version, asked):
+    response = call(broker, DESCRIBE_GROUPS, version, {"groups": ["nobody-here"], "include_authorized_operations": asked})
+    (group,) = response.groups
+    assert group.error_code == 0
+    assert group.authorized_operations == (GROUP_OPS if asked else NOT_ASKED)
