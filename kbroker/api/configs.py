@@ -156,7 +156,7 @@ async def incremental_alter_configs(ctx: RequestContext, request) -> dict:
                 elif c.config_operation == DELETE:
                     configs.pop(c.name, None)
                 elif c.config_operation in (APPEND, SUBTRACT):
-                    if definition.type.name != "LIST":
+                    if definition is None or definition.type.name != "LIST":
                         raise InvalidConfigError(f"Config value append/subtract is not allowed for config {c.name}")
                     current = configs.get(c.name)
                     items = current.split(",") if current else list(definition.default)

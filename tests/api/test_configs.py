@@ -115,3 +115,13 @@ def test_the_single_node_has_no_dynamic_broker_configs(tmp_path):
     answer = _incremental(broker, "3", _op(RATE, "5", configs.SET))
     assert answer["error_code"] == ErrorCode.invalid_request and "cluster" in answer["error_message"]
     assert _describe(broker)[RATE]["config_source"] == ConfigSource.DEFAULT_CONFIG
+
+
+def test_append_to_a_key_of_an_unknown_resource_type_is_an_error_not_a_crash():
+    """Found by the dispatch fuzz test: APPEND/SUBTRACT where no config definition exists."""
+    broker = FakeBroker()
+    for operation in (configs.APPEND, configs.SUBTRACT):
+        resource = SimpleNamespace(resource_type=8, resource_name="x", configs=[_op("some.key", "a", operation)])
+        answer = _run(configs.incremental_alter_configs, broker, resources=[resource],
+                      validate_only=False)["responses"][0]
+        assert answer["error_code"] != ErrorCode.none
