@@ -174,3 +174,19 @@ def check_delivered(sent: list[Sent], got: list[Got], topic_delay_ms: int = 0, l
         scheduled_order.append((g.offset, int(at)))
     dues = [at for _offset, at in sorted(scheduled_order)]
     assert dues == sorted(dues), "delayed records not delivered in due order"
+
+
+def create_delay_log_in_cluster(cluster, partitions: int, replicas: int) -> None:
+    """A first delayed record creates `__delayed_messages`; wait until each of its `partitions` has
+    its `replicas` in sync."""
+    import clusterkit as ck
+    from kbroker.delayed.format import DELAYED_TOPIC
+
+    warm = f"delayed-warm-{time.time_ns()}"
+    ck.create_topic(cluster, warm, 1, 1)
+    producer = Producer("confluent", ck.live_bootstrap(cluster))
+    try:
+        producer.send(warm, [(None, b"w", [("delay.ms", b"50")], now_ms())])
+    finally:
+        producer.close()
+    ck.wait_for(lambda: ck.in_sync(cluster, DELAYED_TOPIC, partitions, replicas), 60, f"{DELAYED_TOPIC} in sync")

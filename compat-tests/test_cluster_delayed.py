@@ -36,22 +36,10 @@ def cluster(tmp_path_factory):
     ck.stop_cluster(c)
 
 
-def _delay_log_ready(cluster) -> None:
-    """A first delayed record creates `__delayed_messages`; wait until it is fully in sync."""
-    warm = f"delayed-warm-{time.time_ns()}"
-    ck.create_topic(cluster, warm, 1, 3)
-    producer = dk.Producer("confluent", ck.live_bootstrap(cluster))
-    try:
-        producer.send(warm, [(None, b"w", [("delay.ms", b"50")], dk.now_ms())])
-    finally:
-        producer.close()
-    ck.wait_for(lambda: ck.in_sync(cluster, DELAYED_TOPIC, DELAY_PARTITIONS, 3), 60, f"{DELAYED_TOPIC} in sync")
-
-
 @pytest.mark.parametrize("family", dk.FAMILIES)
 def test_delay_log_leader_killed_nothing_lost_or_doubled(cluster, kt, family):
     kt.require_module(dk.MODULES[family])
-    _delay_log_ready(cluster)
+    dk.create_delay_log_in_cluster(cluster, DELAY_PARTITIONS, 3)
     topic = kt.topic_name(family, "cluster-delayed")
     delay_partition = partition_for((topic, 0), DELAY_PARTITIONS)
     victim = ck.leader_of(cluster, DELAYED_TOPIC, delay_partition)
@@ -87,7 +75,7 @@ def test_retry_tiers_replicated_and_redelivered_across_brokers(cluster, kt):
     and the target."""
     kt.require_module("confluent_kafka")
     kt.require_module("kafka")
-    _delay_log_ready(cluster)
+    dk.create_delay_log_in_cluster(cluster, DELAY_PARTITIONS, 3)
     topic = kt.topic_name("cluster", "retry")
     ck.create_topic(cluster, topic, 2, 3, {"retry.topics": "500ms"})  # max.delivery.attempts: 2
     for name in (f"{topic}.retry.500ms", f"{topic}.dlq"):

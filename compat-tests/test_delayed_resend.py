@@ -112,20 +112,9 @@ def cluster(tmp_path_factory):
     ck.stop_cluster(c)
 
 
-def _create_delay_log(cluster) -> None:
-    warm = f"resend-warm-{time.time_ns()}"
-    ck.create_topic(cluster, warm, 1, 1)
-    producer = dk.Producer("confluent", ck.live_bootstrap(cluster))
-    try:
-        producer.send(warm, [(None, b"w", [("delay.ms", b"50")], dk.now_ms())])
-    finally:
-        producer.close()
-    ck.wait_for(lambda: ck.in_sync(cluster, DELAYED_TOPIC, DELAY_PARTITIONS, 2), 60, f"{DELAYED_TOPIC} in sync")
-
-
 def test_cluster_interrupted_delivery_resent_once(cluster, kt):
     kt.require_module("confluent_kafka")
-    _create_delay_log(cluster)
+    dk.create_delay_log_in_cluster(cluster, DELAY_PARTITIONS, 2)
     parts = ck.partitions(cluster, DELAYED_TOPIC)
     delay_partition = 0
     a = parts[delay_partition]["leader"]
