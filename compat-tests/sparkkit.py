@@ -167,3 +167,16 @@ def read_topic(kt, spark, bootstrap: str, topic: str, **options: str) -> list:
 def read_archive(kt, spark, path: Path, topic: str) -> list:
     """What a Parquet file sink committed (through its `_spark_metadata` log)."""
     return to_records(kt, spark.read.parquet(str(path)).selectExpr(*ROW_COLUMNS).collect(), topic)
+
+
+def wait_archive(kt, spark, path, topic: str, count: int, timeout: float, what: str) -> list:
+    """Poll the archive (as a reader sees it: committed batches only) until it holds `count` rows."""
+    rows: list = []
+
+    def enough():
+        nonlocal rows
+        rows = read_archive(kt, spark, path, topic) if (path / "_spark_metadata").exists() else []
+        return len(rows) >= count
+
+    kt.wait_until(enough, timeout, f"{what}: {count} rows in the archive (last: {len(rows)})", interval=1.0)
+    return rows

@@ -11,7 +11,6 @@ its offset, and is the topic, record for record.
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -61,15 +60,8 @@ def test_streaming_read_survives_leader_kill(kt, cluster, spark, tmp_path):
     assert query.exception() is None, query.exception()
 
     in_log = sparkkit.read_topic(kt, spark, ck.live_bootstrap(cluster), topic)
-    rows: list = []
-
-    def all_archived() -> bool:
-        nonlocal rows
-        rows = sparkkit.read_archive(kt, spark, archive, topic)
-        return len(rows) >= len(in_log)
-
     try:
-        kt.wait_until(all_archived, 90, f"{len(in_log)} records in the archive", interval=1.0)
+        rows = sparkkit.wait_archive(kt, spark, archive, topic, len(in_log), 90, "after the failover")
         assert query.exception() is None, query.exception()
     finally:
         query.stop()

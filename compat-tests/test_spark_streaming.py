@@ -42,19 +42,6 @@ def archived_count(query) -> int:
     return sum(p["numInputRows"] for p in query.recentProgress)
 
 
-def wait_archive(kt, spark, path, topic: str, count: int, timeout: float, what: str) -> list:
-    """Poll the archive (as a reader sees it: committed batches only) until it holds `count` rows."""
-    rows: list = []
-
-    def enough():
-        nonlocal rows
-        rows = sparkkit.read_archive(kt, spark, path, topic) if (path / "_spark_metadata").exists() else []
-        return len(rows) >= count
-
-    kt.wait_until(enough, timeout, f"{what}: {count} rows in the archive (last: {len(rows)})", interval=1.0)
-    return rows
-
-
 def expected_windows(events: list[dict]) -> dict[tuple[str, int], dict]:
     """(sensor, window start) -> the stats the ETL writes for it."""
     groups: dict[tuple[str, int], list[int]] = defaultdict(list)
@@ -110,7 +97,7 @@ def test_etl_resumes_exactly_where_it_stopped(kt, kbroker, spark, tmp_path):
 
     queries = start()
     try:
-        wait_archive(kt, spark, archive, source, total + 1, 90, "after the restart")
+        sparkkit.wait_archive(kt, spark, archive, source, total + 1, 90, "after the restart")
         # an event a minute later moves the watermark past every window of the others
         write(total, 1, origin_ms=origin + 60_000)
         events = [loadgen.event(i, origin_ms=origin, rate=RATE, sensors=SENSORS) for i in range(total)]
@@ -124,7 +111,7 @@ def test_etl_resumes_exactly_where_it_stopped(kt, kbroker, spark, tmp_path):
             return {json.loads(r.value)["window_start_ms"] for r in written} >= {s for _, s in windows}
 
         kt.wait_until(all_windows, 60, "every window in the stats topic", interval=1.0)
-        rows = wait_archive(kt, spark, archive, source, total + 2, 30, "the closing event")
+        rows = sparkkit.wait_archive(kt, spark, archive, source, total + 2, 30, "the closing event")
         for query in queries:
             assert query.exception() is None, query.exception()
     finally:
@@ -187,7 +174,7 @@ def test_stream_across_broker_restart(kt, fresh_kbroker, spark, tmp_path):
     assert not producer.failed, producer.failed[:5]
     in_log = sparkkit.read_topic(kt, spark, fresh_kbroker.bootstrap, topic)
     try:
-        rows = wait_archive(kt, spark, archive, topic, len(in_log), 90, "everything in the log")
+        rows = sparkkit.wait_archive(kt, spark, archive, topic, len(in_log), 90, "everything in the log")
         assert query.exception() is None, query.exception()
     finally:
         query.stop()

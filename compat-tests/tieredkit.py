@@ -13,8 +13,9 @@ import asyncio
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
+from conftest import wait_until as wait_for
 from kbroker.admin.client import AdminClient
 
 FAMILIES = ("confluent", "kafka-python", "aiokafka")
@@ -27,20 +28,6 @@ BROKER_OVERRIDES = {"remote.log.storage.system.enable": "true", "remote.log.mana
                     "log.retention.check.interval.ms": "200", "log.segment.delete.delay.ms": "0"}
 # archived segments leave the local disk at once (the records are an hour old)
 TOPIC_CONFIGS = {"segment.bytes": str(SEGMENT_BYTES), "remote.storage.enable": "true", "local.retention.ms": "1000"}
-
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-            if value:
-                return value
-        except Exception as exc:  # noqa: BLE001 - reported at the deadline
-            last = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}" + (f" (last error: {last!r})" if last else ""))
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, replication_factor: int = 1,
