@@ -33,12 +33,13 @@ class Scale:
     cluster_topics: int = 30  # x 100 partitions at RF 3 in the cluster3k phase
     delayed_messages: int = 10_000
     delayed_max_ms: int = 30_000
+    fixture_starts: int = 10
 
     @classmethod
     def quick(cls) -> "Scale":
         return cls(messages=20_000, e2e_messages=2_000, latency_messages=1_000, meta_topics=10,
                    meta_partitions=100, metadata_repeats=3, restarts=1, connections=200, requests=500, cluster_topics=6,
-                   delayed_messages=1_000, delayed_max_ms=5_000)
+                   delayed_messages=1_000, delayed_max_ms=5_000, fixture_starts=3)
 
 
 @dataclass
@@ -515,6 +516,15 @@ def phase_views(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_fixture(ctx: Ctx) -> list[dict]:
+    """kbroker.testing's start time, in a thread and as a child process (benchmarks/fixture_start.py)."""
+    from benchmarks.fixture_start import measure
+
+    return [row(f"fixture.{mode}", "fixture", f"KafkaContainer(mode={mode!r}).start()", "startup",
+                measure(mode, ctx.scale.fixture_starts))
+            for mode in ("thread", "process")]
+
+
 PHASES = {
     "produce": phase_produce,
     "consume": phase_consume,
@@ -528,6 +538,7 @@ PHASES = {
     "durability": phase_durability,
     "partitions10k": phase_partitions10k,
     "delayed": phase_delayed,
+    "fixture": phase_fixture,
     "cluster": phase_cluster,
     "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,

@@ -43,6 +43,8 @@ TARGETS = {
     "e2e": [("p99_ms", "<=", 10, "p99 ≤ 10 ms")],
     "latency": [("p99_ms", "<=", 1, "p99 ≤ 1 ms")],
     "delayed": [("late_over_100ms", "==", 0, "every record ≤ 100 ms after its due time"), ("lost", "==", 0, "none lost")],
+    "fixture.thread": [("cold_start_ms", "<=", 1000, "first start ≤ 1 s, imports included"),
+                       ("p50_ms", "<=", 100, "later starts ≤ 100 ms")],
     "scaling.p100": [("ratio_to_p1", ">=", 0.8, "≥ 80% of 1 part")],
     "partitions10k": [("metadata_ms", "<=", 50, "Metadata ≤ 50 ms"), ("restart_s", "<=", 10, "restart ≤ 10 s")],
     "durability.flush1": [("mb_s", ">=", 100, "≥ 100 MB/s")],
@@ -270,6 +272,9 @@ def describe(row: dict) -> str:
         if "isr_s" in m:
             s += f"; every ISR full {_f(m.get('isr_s'))} s; stop took {_f(m.get('stop_s'))} s"
         return s
+    if kind == "startup":
+        return (f"first start {_f(m.get('cold_start_ms'), '{:.0f}')} ms (imports included); later starts p50 "
+                f"{_f(m.get('p50_ms'), '{:.0f}')} ms, max {_f(m.get('max_ms'), '{:.0f}')} ms")
     if kind == "error":
         return m.get("error", "")[:100]
     return json.dumps(m)[:100]

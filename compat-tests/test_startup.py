@@ -137,3 +137,51 @@ def test_a_value_outside_kafkas_validator(tmp_path, override, words):
 def test_an_unknown_config_file(tmp_path):
     _refused(_serve(_loopback(), config=tmp_path / "server.properties"),
              f"cannot read the --config file {tmp_path / 'server.properties'}: No such file or directory")
+
+
+def test_recovery_after_a_crash_logs_its_progress_and_its_phases(fresh_kbroker, kt):
+    """40 partitions written, the broker SIGKILLed (no clean shutdown marker: every log is
+    recovered): the restart logs one progress line with 40/40 and the count recovered, a line per
+    start-up phase, and serves every acknowledged record."""
+    confluent = kt.require_module("confluent_kafka")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = kt.topic_name("startup", "recovery")
+    admin = AdminClient({"bootstrap.servers": fresh_kbroker.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=40, replication_factor=1)])[topic].result(20)
+    producer = confluent.Producer({"bootstrap.servers": fresh_kbroker.bootstrap, "acks": "all", "linger.ms": 5})
+    acked: dict[int, list[bytes]] = {}
+
+    def delivered(err, msg):
+        assert err is None, err
+        acked.setdefault(msg.partition(), []).append(msg.value())
+
+    for i in range(400):
+        producer.produce(topic, b"r%d" % i, partition=i % 40, on_delivery=delivered)
+    assert producer.flush(30) == 0
+    assert sum(map(len, acked.values())) == 400
+    fresh_kbroker.kill()
+    fresh_kbroker.start()
+    restart_log = fresh_kbroker.stderr_path.read_text().rsplit("===== start #", 1)[-1]
+    progress = [line for line in restart_log.splitlines() if "partition logs (" in line]
+    assert progress, restart_log[-3000:]
+    final = progress[-1].split("loaded ", 1)[1]
+    done, total = final.split(" ", 1)[0].split("/")
+    assert done == total and int(total) >= 40, final  # internal topics' partitions count too
+    assert int(final.split("(", 1)[1].split(" ", 1)[0]) >= 40, final  # every written log was recovered
+    for phase in ("log dirs locked, listeners bound", "partition logs loaded", "replicas ready",
+                  "transactions and delayed messages loaded"):
+        assert f"start-up: {phase} (" in restart_log, phase
+    assert "Traceback" not in restart_log
+    consumer = confluent.Consumer({"bootstrap.servers": fresh_kbroker.bootstrap, "group.id": topic,
+                                   "enable.auto.commit": False})
+    consumer.assign([confluent.TopicPartition(topic, p, 0) for p in range(40)])
+    got: dict[int, list[bytes]] = {}
+    deadline_polls = 200
+    while sum(map(len, got.values())) < 400 and deadline_polls:
+        deadline_polls -= 1
+        for message in consumer.consume(500, 0.2):
+            if not message.error():
+                got.setdefault(message.partition(), []).append(message.value())
+    consumer.close()
+    assert got == acked  # everything acknowledged, in order per partition, nothing twice

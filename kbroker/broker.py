@@ -9,6 +9,7 @@ because in a cluster they are ZooKeeper writes.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import socket
@@ -59,6 +60,14 @@ from kbroker.txn.markers import TxnMarkerWriter
 from kbroker.txn.state_log import TransactionStateLog
 
 logger = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def startup_phase(name: str):
+    """Log one line when a start-up phase ends, with its duration."""
+    started = time.monotonic()
+    yield  # an exception skips the line: the failure is reported instead
+    logger.info("start-up: %s (%.2f s)", name, time.monotonic() - started)
 
 
 RETRY_TOPICS_WAIT_S = 10.0  # AlterConfigs adding retry tiers waits this long for their leaders (cluster)
@@ -141,12 +150,16 @@ class Broker:
             self.metadata.broker_config_listeners.append(self.replica_manager.quotas.update_rates)
 
     def startup(self) -> None:
-        self.log_manager.startup()
-        self.replica_manager.startup()
-        self._load_groups()
-        if not self.cluster:  # in a cluster, LeaderAndIsr says which transactional ids are ours
-            self.txn_coordinator.load_led_partitions()
-            self.delayed.load_led_partitions()
+        """Load what the data directories hold, one log line per phase (Kafka's start-up lines)."""
+        with startup_phase("partition logs loaded"):
+            self.log_manager.startup()
+        with startup_phase("replicas ready"):
+            self.replica_manager.startup()
+        if not self.cluster:  # in a cluster, LeaderAndIsr says which groups and transactional ids are ours
+            self._load_groups()
+            with startup_phase("transactions and delayed messages loaded"):
+                self.txn_coordinator.load_led_partitions()
+                self.delayed.load_led_partitions()
 
     def shutdown(self) -> None:
         self.group_coordinator.shutdown()
@@ -218,7 +231,8 @@ class Broker:
             except KafkaError:
                 continue  # another broker coordinates these groups
             loaded += self.group_coordinator.load_partition(partition)
-        logger.info("loaded %d consumer groups from %s in %.2f s", loaded, OFFSETS_TOPIC, time.monotonic() - started)
+        logger.info("start-up: %d consumer groups loaded from %s (%.2f s)", loaded, OFFSETS_TOPIC,
+                    time.monotonic() - started)
 
     async def ensure_offsets_topic(self) -> None:
         """`__consumer_offsets` is created on first use, as Kafka does, compacted."""

@@ -112,6 +112,7 @@ class Log(LogLoading, LogRetention):
         self.closed = False
         # Compaction leaves offset gaps; recovery must then not read a gap as damage.
         self.cleaned = cleaned
+        self.recovered_segments = 0  # segments checked batch by batch when the log was opened
 
     def batches_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
         """(segment, position, header) of every batch whose last offset >= `offset`, in order."""

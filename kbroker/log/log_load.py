@@ -215,6 +215,7 @@ class LogLoading:
             # The log lost data above a DeleteRecords point: nothing below it is readable anyway.
             self.truncate_fully_and_start_at(self.log_start_offset)
         self.recovery_point = self.log_end_offset if clean else min(recovery_point, self.log_end_offset)
+        self.recovered_segments = len(recovered)  # for the start-up progress lines
         rebuild_txn_indexes(self.dir, self.segments, recovered & set(self._bases), self.log_start_offset)
         self._rebuild_producer_state()
         self._load_leader_epoch_cache()

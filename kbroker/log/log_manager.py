@@ -30,6 +30,7 @@ from kbroker.log.checkpoint import (
 from kbroker.log.cleaner import Cleaner, LogToClean, logs_to_clean
 from kbroker.log.config import LogConfig
 from kbroker.log.dir_lock import LogDirLock
+from kbroker.log.load_progress import LoadProgress
 from kbroker.log.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log, wall_clock_ms
 from kbroker.log.topic_partition import TopicPartition
 
@@ -41,6 +42,22 @@ CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 DELETE_DIR_SUFFIX = "-delete"
 _FUTURE_DIR_SUFFIX = "-future"
 _STRAY_DIR_SUFFIX = "-stray"
+
+
+def _partition_dirs(d: Path) -> list[Path]:
+    """The partition log directories in log dir `d` (not those being deleted, moved or stray)."""
+    if not d.is_dir():
+        return []
+    found = []
+    for child in d.iterdir():
+        if not child.is_dir() or child.name.endswith((DELETE_DIR_SUFFIX, _FUTURE_DIR_SUFFIX, _STRAY_DIR_SUFFIX)):
+            continue
+        try:
+            TopicPartition.from_dir_name(child.name)
+        except ValueError:
+            continue
+        found.append(child)
+    return found
 
 
 class LogManager:
@@ -90,6 +107,7 @@ class LogManager:
         """Load every partition directory. `topic_configs` gives per-topic configs known at boot
         (others get the default; `Log.update_config` can change them later)."""
         topic_configs = topic_configs or {}
+        progress = LoadProgress(sum(len(_partition_dirs(d)) for d in self.log_dirs), log.info)
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
             marker = d / CLEAN_SHUTDOWN_FILE
@@ -99,19 +117,11 @@ class LogManager:
             start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
             high_watermarks = self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
             cleaner_offsets = self._read_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)
-            for child in sorted(d.iterdir()):
-                if not child.is_dir():
-                    continue
-                name = child.name
-                if name.endswith(DELETE_DIR_SUFFIX):
+            for child in d.iterdir():
+                if child.is_dir() and child.name.endswith(DELETE_DIR_SUFFIX):
                     shutil.rmtree(child, ignore_errors=True)  # a deletion interrupted by a restart
-                    continue
-                if name.endswith((_FUTURE_DIR_SUFFIX, _STRAY_DIR_SUFFIX)):
-                    continue
-                try:
-                    tp = TopicPartition.from_dir_name(name)
-                except ValueError:
-                    continue
+            for child in sorted(_partition_dirs(d)):
+                tp = TopicPartition.from_dir_name(child.name)
                 if tp in self.logs:
                     raise RuntimeError(f"duplicate log directories for {tp}: {self._dir_of[tp]} and {d}")
                 self.logs[tp] = Log.open(
@@ -125,6 +135,7 @@ class LogManager:
                     cleaned=tp in cleaner_offsets,
                 )
                 self._dir_of[tp] = d
+                progress.loaded(str(d), self.logs[tp].recovered_segments > 0)
                 if tp in cleaner_offsets:
                     self.cleaner_offsets[tp] = cleaner_offsets[tp]
             if clean:

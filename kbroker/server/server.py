@@ -19,7 +19,7 @@ import trio
 
 from kbroker.api.context import Deferred
 from kbroker.api.dispatch import handle_frame
-from kbroker.broker import Broker
+from kbroker.broker import Broker, startup_phase
 from kbroker.config import BrokerConfig
 from kbroker.errors import StartupError
 from kbroker.log.dir_lock import LogDirLock
@@ -282,22 +282,30 @@ class KafkaServer:
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         name, host, port = self.config.listeners[0]
         dir_lock = LogDirLock(self.config.log_dirs)
-        dir_lock.acquire()  # as Kafka: a dir in use by another broker is the first thing reported
+        # the phase line comes once both succeed: a failed start-up is one line, its reason
+        with startup_phase("log dirs locked, listeners bound"):
+            dir_lock.acquire()  # as Kafka: a dir in use by another broker is the first thing reported
+            try:
+                await self._bind()
+            except BaseException:
+                dir_lock.release()
+                raise
         try:
-            await self._bind()
             adv = self.config.advertised_listeners[0] if self.config.get("advertised.listeners") else (name, host, self.port)
             session = None
             if self.config.is_set("zookeeper.connect"):
                 from kbroker.server.cluster_node import ClusterNode, open_session
 
-                session = await open_session(self.config)
+                with startup_phase("ZooKeeper session open"):
+                    session = await open_session(self.config)
             self.broker = Broker(self.config, (adv[1], adv[2] or self.port), session, dir_lock)
         except BaseException:
             dir_lock.release()
             raise
         node = None
         if session is not None:
-            await self.broker.metadata.start(self.config.get("cluster.id"))
+            with startup_phase("cluster metadata read from ZooKeeper"):
+                await self.broker.metadata.start(self.config.get("cluster.id"))
             node = self.cluster_node = ClusterNode(self.broker, session)
         self.broker.startup()
         try:
