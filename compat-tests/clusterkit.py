@@ -13,10 +13,10 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Callable
 
 import pytest
 
+from conftest import wait_until as wait_for  # the kits' one polling helper, under its older name
 from kbroker.admin.client import AdminClient
 from kbroker.cluster_runner import LocalCluster, zookeeper_classpath
 
@@ -70,20 +70,6 @@ def failure_report(cluster: LocalCluster) -> str:
     if cluster.zookeeper is not None:
         parts.append(f"--- zookeeper ---\n{cluster.zookeeper.log_tail(1500)}")
     return "\n".join(parts)
-
-
-def wait_for(condition: Callable[[], object], timeout_s: float, what: str, interval: float = 0.2):
-    deadline = time.monotonic() + timeout_s
-    last_error: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            value = condition()
-            if value:
-                return value
-        except Exception as exc:  # noqa: BLE001 - brokers may be mid-failover; try again
-            last_error = exc
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what} (last error: {last_error!r})")
 
 
 def partitions(cluster: LocalCluster, topic: str, via: int | None = None) -> dict[int, dict]:
