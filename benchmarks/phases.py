@@ -34,12 +34,13 @@ class Scale:
     delayed_messages: int = 10_000
     delayed_max_ms: int = 30_000
     fixture_starts: int = 10
+    tiered_mb: int = 128
 
     @classmethod
     def quick(cls) -> "Scale":
         return cls(messages=20_000, e2e_messages=2_000, latency_messages=1_000, meta_topics=10,
                    meta_partitions=100, metadata_repeats=3, restarts=1, connections=200, requests=500, cluster_topics=6,
-                   delayed_messages=1_000, delayed_max_ms=5_000, fixture_starts=3)
+                   delayed_messages=1_000, delayed_max_ms=5_000, fixture_starts=3, tiered_mb=16)
 
 
 @dataclass
@@ -516,6 +517,20 @@ def phase_views(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_tiered(ctx: Ctx) -> list[dict]:
+    """Consume from the tiered storage archive next to the local log, on a broker of its own
+    (benchmarks/tiered.py)."""
+    from benchmarks.tiered import measure
+
+    rows = measure(ctx.scale.tiered_mb)
+    local = rows["local"]["mb_s"]
+    return [row("tiered.local", "tiered", f"{ctx.scale.tiered_mb} MB from the local log (best of 3)", "throughput",
+                {"mb_s": local, "msgs_s": rows["local"]["msgs_s"]}),
+            row("tiered.archive", "tiered", f"{ctx.scale.tiered_mb} MB from the archive (best of 3)", "throughput",
+                {"mb_s": rows["tiered"]["mb_s"], "msgs_s": rows["tiered"]["msgs_s"],
+                 "ratio_to_local": rows["tiered"]["mb_s"] / local if local else None})]
+
+
 def phase_fixture(ctx: Ctx) -> list[dict]:
     """kbroker.testing's start time, in a thread and as a child process (benchmarks/fixture_start.py)."""
     from benchmarks.fixture_start import measure
@@ -538,6 +553,7 @@ PHASES = {
     "durability": phase_durability,
     "partitions10k": phase_partitions10k,
     "delayed": phase_delayed,
+    "tiered": phase_tiered,
     "fixture": phase_fixture,
     "cluster": phase_cluster,
     "clustertxn": phase_clustertxn,

@@ -65,11 +65,12 @@ TARGETS = {
 }
 # key -> Kafka 3.8's figure for a run the issue sets no target for (shown in the target column)
 REFERENCES = {
+    "tiered.archive": "(about the local figure)",
     "cluster.produce.rf1.p1": "(Kafka 3.8: 158 MB/s)",
     "cluster.consume.rf3.p1": "(Kafka 3.8: 298 MB/s)",
     "cluster.consume.rf3.p6": "(Kafka 3.8: 298 MB/s)",
 }
-RATIOS = {"ratio_to_unfiltered": "unfiltered", "ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted"}
+RATIOS = {"ratio_to_local": "local", "ratio_to_unfiltered": "unfiltered", "ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted"}
 QUICK_NA = {"partitions10k", "connections",  # targets stated for full-size numbers only
             # ratios of runs lasting ~10 ms (20 transactions, 20 MB reads): one scheduler hiccup decides them
             *(key for key in TARGETS if key.startswith(("txn.", "clustertxn.")))}
