@@ -117,10 +117,14 @@ ORDERS = [{"order": i, "customer": f"c-{i % 4}", "items": [{"sku": f"sku-{i}", "
            "note": "<b>fragile</b>" if i == 3 else None} for i in range(12)]
 
 
-def produce_orders(bootstrap: str, topic: str) -> None:
-    """12 JSON orders over 3 partitions, keyed, with text and binary headers."""
+def produce_orders(bootstrap: str, topic: str, replication_factor: int = 1) -> None:
+    """A topic of 3 partitions with 12 JSON orders, keyed, with text and binary headers."""
     from confluent_kafka import Producer
 
+    from kbroker.admin.client import AdminClient
+
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic(topic, 3, replication_factor)
     producer = Producer({"bootstrap.servers": bootstrap})
     for o in ORDERS:
         producer.produce(topic, key=f"order-{o['order']}", value=json.dumps(o), partition=o["order"] % 3,

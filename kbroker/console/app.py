@@ -107,8 +107,10 @@ class ConsoleApp:
         try:
             query = browse.parse_query(name, params)
         except browse.QueryError as exc:
+            form = {k: params.get(k, "") for k in ("partition", "mode", "offset", "timestamp", "limit", "filter",
+                                                    "format")}
             return self._render(request, "messages.html", {
-                "nav": "topics", "name": name, "form": params, "data": None, "error": str(exc),
+                "nav": "topics", "name": name, "form": form, "data": None, "error": str(exc),
                 "live_url": "", "elapsed_ms": 0, "modes": browse.MODES, "formats": browse.FORMATS}, 400)
         form = {"partition": "" if query.partition is None else str(query.partition), "mode": query.mode,
                 "offset": params.get("offset", ""), "timestamp": params.get("timestamp", ""),
