@@ -2,12 +2,13 @@
 Selenium (Debian's chromium and chromedriver; Selenium never downloads a driver), screenshots
 saved as artifacts, and sample data a page can show (a JSON topic with headers, a group with lag).
 
-`python compat-tests/consolekit.py docs/images` regenerates the documentation's screenshots: a
-broker, sample data, the console, one PNG per page.
+`PYTHONPATH=. python compat-tests/consolekit.py docs/images` regenerates the documentation's
+screenshots: a three-broker cluster, sample data, the console, one PNG per page.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -102,12 +103,15 @@ def chrome(profile_dir: Path):
     return driver
 
 
-def screenshot(driver, directory: Path, name: str) -> Path:
-    """The whole page (the window is stretched to the page's height first)."""
-    height = driver.execute_script("return Math.max(document.body.scrollHeight, 600)")
-    driver.set_window_size(1400, min(int(height) + 40, 4000))
+def screenshot(driver, directory: Path, name: str, max_height: int = 4000) -> Path:
+    """The whole page, down to `max_height` CSS pixels (Chromium's DevTools capture beyond the
+    viewport)."""
+    size = driver.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], max_height), "scale": 1}
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
+                                                            "clip": clip})
     path = directory / f"{name}.png"
-    driver.save_screenshot(str(path))
+    path.write_bytes(base64.b64decode(shot["data"]))
     return path
 
 
@@ -152,35 +156,36 @@ def consume(bootstrap: str, topic: str, group: str, count: int, timeout_s: float
     return got
 
 
+DOC_PAGES = {"console-overview": "/", "console-topics": "/topics", "console-topic": "/topics/orders",
+             "console-messages": "/topics/orders/messages?mode=earliest&partition=0",
+             "console-groups": "/groups", "console-group": "/groups/billing"}
+
+
 def docs_screenshots(out: Path) -> None:
-    """A broker with sample data, the console, and a screenshot of each page into `out`."""
+    """A three-broker cluster with sample data (RF 3), the console, one screenshot per page in `out`."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from conftest import Broker
+    import clusterkit as ck
 
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        broker = Broker(Path(tmp) / "broker").start()
-        console = None
-        driver = None
+        cluster = ck.start_cluster(Path(tmp) / "cluster", 3)
+        console = driver = None
         try:
-            produce_orders(broker.bootstrap, "orders")
-            consume(broker.bootstrap, "orders", "billing", 5)
-            console = Console(broker.bootstrap, Path(tmp), refresh_s=5)
+            bootstrap = ck.live_bootstrap(cluster)
+            produce_orders(bootstrap, "orders", replication_factor=3)
+            consume(bootstrap, "orders", "billing", 5)
+            console = Console(bootstrap, Path(tmp), refresh_s=5)
             driver = chrome(Path(tmp) / "profile")
-            pages = {"console-overview": "/", "console-topics": "/topics", "console-topic": "/topics/orders",
-                     "console-messages": "/topics/orders/messages?mode=earliest&limit=6",
-                     "console-groups": "/groups", "console-group": "/groups/billing"}
-            for name, path in pages.items():
-                driver.set_window_size(1400, 1000)
+            for name, path in DOC_PAGES.items():
                 driver.get(console.url + path)
                 time.sleep(0.5)
-                print(screenshot(driver, out, name))
+                print(screenshot(driver, out, name, max_height=1100))
         finally:
             if driver is not None:
                 driver.quit()
             if console is not None:
                 console.stop()
-            broker.stop()
+            ck.stop_cluster(cluster)
 
 
 if __name__ == "__main__":
