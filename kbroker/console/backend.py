@@ -22,6 +22,7 @@ from kbroker.console.pages import (BrokerRow, GroupRow, PartitionRow, TopicRow, 
                                    partition_rows, topic_rows)
 
 POOL_SIZE = 4
+MAX_DESCRIBED_GROUPS = 100  # the groups list describes (members, lag) this many at each refresh
 FETCH_BYTES = 1024 * 1024
 
 
@@ -189,7 +190,11 @@ class ConsoleBackend:
     def groups(self) -> list[GroupRow]:
         with self.pool.client() as client:
             rows = []
-            for listing in client.list_groups():
+            for i, listing in enumerate(client.list_groups()):
+                if i >= MAX_DESCRIBED_GROUPS:
+                    rows.append(GroupRow(listing.group_id, listing.state or "?", listing.protocol_type, 0, (), None,
+                                         f"not described: more than {MAX_DESCRIBED_GROUPS} groups (open its page)"))
+                    continue
                 try:
                     desc, members, offsets = describe_group_offsets(client, listing.group_id)
                 except AdminError as exc:
