@@ -23,7 +23,8 @@ from kbroker.console.pages import (BrokerRow, GroupRow, PartitionRow, TopicRow, 
 
 POOL_SIZE = 4
 MAX_DESCRIBED_GROUPS = 100  # the groups list describes (members, lag) this many at each refresh
-FETCH_BYTES = 1024 * 1024
+BROWSE_FETCH_BYTES = 8 * 1024 * 1024  # a browse reads this much per round of Fetches, shared by its partitions
+MIN_FETCH_BYTES = 64 * 1024
 
 
 class ClientPool:
@@ -157,8 +158,9 @@ class ConsoleBackend:
             by_time = client.list_offsets(tps, query.timestamp_ms, strict=False) if query.mode == "timestamp" else None
             starts = browse.start_offsets(query, log_start, log_end, by_time)
             read, scanned, next_offsets = {}, 0, {}
+            fetch_bytes = max(MIN_FETCH_BYTES, BROWSE_FETCH_BYTES // max(1, len(starts)))
             for (_topic, p), (first, end) in sorted(starts.items()):
-                read[p], next_offsets[p] = self._read(client, query, p, first, end)
+                read[p], next_offsets[p] = self._read(client, query, p, first, end, fetch_bytes)
                 scanned += len(read[p])
         messages = browse.select(query, read)
         next_offset = None
@@ -171,12 +173,13 @@ class ConsoleBackend:
                             {tp[1]: se for tp, se in starts.items()}, next_offset)
 
     @staticmethod
-    def _read(client: AdminClient, query: browse.BrowseQuery, partition: int, first: int, end: int):
+    def _read(client: AdminClient, query: browse.BrowseQuery, partition: int, first: int, end: int,
+              fetch_bytes: int):
         """Records of one partition from `first` towards `end`: until `limit` of them pass the
         filter, or the scan budget is spent. Returns (records, offset after the last one read)."""
         records, offset, kept = [], first, 0
         while offset < end and kept < query.limit and len(records) < browse.MAX_SCANNED_PER_PARTITION:
-            fetched = fetch_records(client, query.topic, partition, offset, FETCH_BYTES)
+            fetched = fetch_records(client, query.topic, partition, offset, fetch_bytes)
             batch = [r for r in fetched.records if r.offset < end]
             records.extend(batch)
             kept += sum(browse.matches(r, query.filter) for r in batch)
