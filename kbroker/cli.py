@@ -1,6 +1,6 @@
 """Command line: `kbroker serve [--config server.properties] [--override key=value ...]`, and the
 administration commands (`groups`, `topics`, `reassign`, `cluster`, `transactions`, `delayed`:
-kbroker.admin)."""
+kbroker.admin), and the web console (`console`: kbroker.console)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from kbroker.admin.reassign import add_reassign_command, run_reassign
 from kbroker.admin.topics import add_topics_command, run_topics
 from kbroker.admin.transactions import add_transactions_command, run_transactions
 from kbroker.config import BrokerConfig
+from kbroker.console.command import add_console_command, run_console
 from kbroker.dev_cluster import add_dev_cluster_command, run_dev_cluster
 from kbroker.errors import InvalidConfigError, StartupError
 
@@ -50,6 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     add_transactions_command(sub)
     add_delayed_command(sub)
     add_dev_cluster_command(sub)
+    add_console_command(sub)
     args = parser.parse_args(argv)
     if args.command == "groups":
         return run_groups(args)
@@ -65,6 +67,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_delayed(args)
     if args.command == "dev-cluster":
         return run_dev_cluster(args)
+    if args.command == "console":
+        return run_console(args)
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

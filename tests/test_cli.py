@@ -19,3 +19,9 @@ def test_bad_override_is_reported(capsys):
     assert main(["serve", "--override", "num.partitions"]) == 2
     assert main(["serve", "--override", "num.partitions=many"]) == 2
     assert "num.partitions" in capsys.readouterr().err
+
+
+def test_console_refuses_bad_arguments_before_serving(capsys):
+    assert main(["console", "--bootstrap-server", "no-port-here"]) == 2
+    assert "invalid broker address" in capsys.readouterr().err
+    assert main(["console", "--refresh", "0.1"]) == 2

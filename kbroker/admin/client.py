@@ -28,6 +28,7 @@ from kbroker.admin.connection import (
     DEFAULT_TIMEOUT_S,
     DELETE_GROUPS,
     DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
     DESCRIBE_LOG_DIRS,
@@ -63,6 +64,7 @@ __all__ = [
     "DEFAULT_TIMEOUT_S",
     "DELETE_GROUPS",
     "DELETE_TOPICS",
+    "DESCRIBE_CLUSTER",
     "DESCRIBE_CONFIGS",
     "DESCRIBE_GROUPS",
     "DESCRIBE_LOG_DIRS",
@@ -86,6 +88,7 @@ __all__ = [
     "parse_address",
     "AdminClient",
     "Broker",
+    "ClusterDescription",
     "ConfigValue",
     "CreatedTopic",
     "GroupDescription",
@@ -114,6 +117,12 @@ class Broker(NamedTuple):
     host: str
     port: int
     rack: str | None = None
+
+
+class ClusterDescription(NamedTuple):
+    cluster_id: str | None
+    controller_id: int  # -1: none known
+    brokers: dict[int, Broker]  # live brokers by id, with their racks
 
 
 class GroupListing(NamedTuple):
@@ -233,6 +242,26 @@ class AdminClient:
         """(cluster id, controller id; -1 when none is known) as Metadata names them."""
         body = self._any().call(METADATA, {"topics": [], "allow_auto_topic_creation": False})
         return getattr(body, "cluster_id", None), int(body.controller_id)
+
+    def describe_cluster(self) -> ClusterDescription:
+        """Cluster id, controller and live brokers (with racks): DescribeCluster where the broker
+        serves it (Kafka's admin client asks it so), Metadata otherwise."""
+        conn = self._any()
+        if DESCRIBE_CLUSTER not in conn.versions:
+            body = conn.call(METADATA, {"topics": [], "allow_auto_topic_creation": False})
+            brokers = {int(b.node_id): Broker(int(b.node_id), b.host, int(b.port), getattr(b, "rack", None))
+                       for b in body.brokers}
+            return ClusterDescription(getattr(body, "cluster_id", None), int(body.controller_id), brokers)
+        body = conn.call(DESCRIBE_CLUSTER, {"include_cluster_authorized_operations": False, "endpoint_type": 1})
+        if body.error_code != ErrorCode.none:
+            raise KafkaErrorResponse(body.error_code, "DescribeCluster", body.error_message)
+        brokers = {int(b.broker_id): Broker(int(b.broker_id), b.host, int(b.port), b.rack) for b in body.brokers}
+        return ClusterDescription(body.cluster_id, int(body.controller_id), brokers)
+
+    def leader_of(self, topic: str, partition: int) -> Broker:
+        """The partition's leader as Metadata names it; UNKNOWN_TOPIC_OR_PARTITION (or the topic's
+        error) when there is none."""
+        return next(iter(self._by_leader([(topic, partition)], strict=True)))
 
     def serves(self, api_key: int) -> bool:
         """Whether the broker this client talks to serves `api_key` at all."""

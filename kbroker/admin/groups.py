@@ -20,7 +20,7 @@ from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 from kbroker.admin.client import (DEFAULT_TIMEOUT_S, EARLIEST, LATEST, AdminClient, AdminError,
                                   GroupDescription, KafkaErrorResponse, TopicPartition)
 from kbroker.admin.consumer_protocol import ConsumerProtocolError, decode_assignment, decode_subscription
-from kbroker.admin.reset import PlanError, ResetSpec, parse_datetime_ms, parse_topic_spec, plan_reset
+from kbroker.admin.reset import PlanError, PlannedOffset, ResetSpec, parse_datetime_ms, parse_topic_spec, plan_reset
 
 # Group states as Kafka names them (classic and KIP-848 groups); ListGroups filters by exact name.
 STATES = ("Stable", "Empty", "PreparingRebalance", "CompletingRebalance", "Dead",
@@ -231,18 +231,25 @@ def describe_text(desc: GroupDescription, members: Sequence[MemberView], rows: S
     return "\n".join(parts)
 
 
-def _describe(client: AdminClient, args: argparse.Namespace) -> int:
-    desc = client.describe_group(args.group)
-    committed = client.committed_offsets(args.group)
+def describe_group_offsets(client: AdminClient, group: str
+                           ) -> tuple[GroupDescription, list[MemberView], list[OffsetRow]]:
+    """A group's description, its members decoded and its offset rows with the lag of each
+    partition (log end offsets from the leaders). A group nobody knows is an AdminError."""
+    desc = client.describe_group(group)
+    committed = client.committed_offsets(group)
     if desc.state == "Dead" and not desc.members and not committed:
-        raise AdminError(f"consumer group '{args.group}' does not exist")
+        raise AdminError(f"consumer group '{group}' does not exist")
     members = member_views(desc)
+    assigned = {(t, p) for m in members for t, ps in m.assignment for p in ps}
+    log_end = client.list_offsets(assigned | set(committed), LATEST, strict=False)
+    return desc, members, offset_rows(members, committed, log_end)
+
+
+def _describe(client: AdminClient, args: argparse.Namespace) -> int:
+    desc, members, rows = describe_group_offsets(client, args.group)
     for m in members:
         if m.error:
             _warn(f"member {m.consumer_id}: {m.error}")
-    assigned = {(t, p) for m in members for t, ps in m.assignment for p in ps}
-    log_end = client.list_offsets(assigned | set(committed), LATEST, strict=False)
-    rows = offset_rows(members, committed, log_end)
     _emit(args, describe_data(desc, members, rows), describe_text(desc, members, rows))
     return 0
 
@@ -261,32 +268,40 @@ def reset_spec(args: argparse.Namespace) -> ResetSpec:
     return ResetSpec("to-offset", args.to_offset)
 
 
-def _partitions_to_reset(client: AdminClient, args: argparse.Namespace,
+def _partitions_to_reset(client: AdminClient, topic_specs: Sequence[str] | None,
                          committed: Mapping[TopicPartition, int]) -> list[TopicPartition]:
-    if args.all_topics:
+    if topic_specs is None:
         return sorted(committed)
     out: set[TopicPartition] = set()
-    for spec in args.topic:
+    for spec in topic_specs:
         topic, partitions = parse_topic_spec(spec)
         for p in partitions if partitions is not None else client.partitions_of(topic):
             out.add((topic, p))
     return sorted(out)
 
 
-def _reset(client: AdminClient, args: argparse.Namespace) -> int:
-    spec = reset_spec(args)  # argument errors before any request
-    desc = client.describe_group(args.group)
+def plan_group_reset(client: AdminClient, group: str, spec: ResetSpec, topic_specs: Sequence[str] | None
+                     ) -> tuple[list[PlannedOffset], list[str]]:
+    """The new offsets a reset would commit, with Kafka's warnings (clamping); `topic_specs`
+    are `T` or `T:P,P...` (None: every partition the group has committed). Refused while the
+    group has members."""
+    desc = client.describe_group(group)
     if desc.state not in RESETTABLE_STATES:
-        raise AdminError(f"assignments can only be reset if the group '{args.group}' is inactive, "
+        raise AdminError(f"assignments can only be reset if the group '{group}' is inactive, "
                          f"but the current state is {desc.state}")
-    committed = client.committed_offsets(args.group)
-    partitions = _partitions_to_reset(client, args, committed)
+    committed = client.committed_offsets(group)
+    partitions = _partitions_to_reset(client, topic_specs, committed)
     if not partitions:
-        raise AdminError(f"nothing to reset: group '{args.group}' has no committed offsets")
+        raise AdminError(f"nothing to reset: group '{group}' has no committed offsets")
     log_start = client.list_offsets(partitions, EARLIEST)
     log_end = client.list_offsets(partitions, LATEST)
     by_time = client.list_offsets(partitions, spec.value) if spec.strategy == "to-datetime" else None
-    plan, warnings = plan_reset(partitions, spec, committed, log_start, log_end, by_time)
+    return plan_reset(partitions, spec, committed, log_start, log_end, by_time)
+
+
+def _reset(client: AdminClient, args: argparse.Namespace) -> int:
+    spec = reset_spec(args)  # argument errors before any request
+    plan, warnings = plan_group_reset(client, args.group, spec, None if args.all_topics else args.topic)
     for w in warnings:
         _warn(w)
     if args.execute:

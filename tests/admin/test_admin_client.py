@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kbroker.admin.client import (API_VERSIONS, CLIENT_VERSIONS, DESCRIBE_GROUPS, FIND_COORDINATOR, LIST_GROUPS,
+from kbroker.admin.client import (API_VERSIONS, CLIENT_VERSIONS, DESCRIBE_CLUSTER, DESCRIBE_GROUPS, FIND_COORDINATOR, LIST_GROUPS,
                                   AdminClient, AdminError, Connection, KafkaErrorResponse, error_name)
 from kbroker.cli import main
 from kbroker.wire.protocol import (ProtocolError, RequestHeader, build_response, decode_request, decode_response,
@@ -241,3 +241,22 @@ def test_garbage_responses_are_a_protocol_error(api, garbage, data):
         decode_response(key, version, frame)
     except ProtocolError:
         pass
+
+
+def test_describe_cluster_asks_describe_cluster_or_falls_back_to_metadata(fake):
+    def handler(h, body, port, served):
+        if h.api_key == API_VERSIONS:
+            return api_versions(h, served)
+        brokers = [{"broker_id": 7, "node_id": 7, "host": "127.0.0.1", "port": port, "rack": "r1"}]
+        if h.api_key == DESCRIBE_CLUSTER:
+            return {"error_code": 0, "cluster_id": "from-describe", "controller_id": 7, "brokers": brokers}
+        return {"brokers": brokers, "cluster_id": "from-metadata", "controller_id": 7, "topics": []}
+
+    with_it = fake(lambda h, body, port: handler(h, body, port, {**SERVED, DESCRIBE_CLUSTER: (0, 1)}))
+    without = fake(lambda h, body, port: handler(h, body, port, SERVED))
+    for b, cluster_id in ((with_it, "from-describe"), (without, "from-metadata")):
+        with AdminClient(b.bootstrap, timeout=5) as admin:
+            cluster = admin.describe_cluster()
+        assert cluster.cluster_id == cluster_id and cluster.controller_id == 7
+        assert cluster.brokers[7].rack == "r1" and cluster.brokers[7].port == b.port
+    assert (DESCRIBE_CLUSTER, 1) in with_it.requests and (3, 12) in without.requests

@@ -1,0 +1,177 @@
+"""The web console in a real browser: headless Chromium (Debian's, driven by Selenium) opens
+`kbroker console` against a real broker and checks what a user sees — the topic list, messages
+browsed with JSON values and headers (and untrusted markup shown as text), a group's lag changing
+on the page by itself after a consumer reads, a topic created through the form and its
+confirmation — then, against a three-broker cluster with RF 3, each partition's leader, replicas
+and ISR as the brokers' Metadata gives them. Every page visited is saved as a screenshot under
+KBROKER_TEST_ARTIFACTS (default: pytest's temporary directory).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import clusterkit as ck
+import consolekit
+from kbroker.admin.client import AdminClient
+
+pytestmark = pytest.mark.timeout(180)
+KBROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
+TOPIC = "orders"
+GROUP = "billing"
+WAIT_S = 20
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory):
+    return consolekit.artifacts_dir(tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    d = consolekit.chrome(tmp_path_factory.mktemp("chromium-profile"))
+    yield d
+    d.quit()
+
+
+@pytest.fixture(scope="module")
+def console(kbroker, tmp_path_factory):
+    consolekit.produce_orders(kbroker.bootstrap, TOPIC)
+    c = consolekit.Console(kbroker.bootstrap, tmp_path_factory.mktemp("console"), refresh_s=1)
+    yield c
+    c.stop()
+
+
+def wait(driver, condition, what: str):
+    from selenium.common.exceptions import TimeoutException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    try:
+        return WebDriverWait(driver, WAIT_S, poll_frequency=0.2).until(lambda d: condition(d))
+    except TimeoutException:
+        raise AssertionError(f"timed out after {WAIT_S}s waiting for {what}; page:\n"
+                             f"{driver.find_element('tag name', 'body').text[:2000]}") from None
+
+
+def css(driver, selector):
+    return driver.find_elements("css selector", selector)
+
+
+def test_topic_list(driver, console, artifacts):
+    driver.get(console.url + "/topics")
+    row = wait(driver, lambda d: css(d, f'tr[data-topic="{TOPIC}"]'), "the topic's row")[0]
+    cells = [c.text for c in row.find_elements("tag name", "td")]
+    assert cells[0] == TOPIC and cells[1:3] == ["3", "1"] and cells[5] == "12"  # partitions, RF, messages
+    assert css(driver, 'tr[data-topic="__consumer_offsets"]') == [] or "internal" in driver.page_source
+    consolekit.screenshot(driver, artifacts, "topics")
+
+
+def test_browse_messages_shows_json_and_headers(driver, console, artifacts):
+    driver.get(console.url + f"/topics/{TOPIC}/messages?partition=0&mode=earliest")
+    rows = wait(driver, lambda d: css(d, "tr.message"), "messages")
+    assert [int(r.get_attribute("data-offset")) for r in rows] == [0, 1, 2, 3]
+    first = rows[0]
+    value = first.find_element("css selector", "td.value pre")
+    assert "json" in value.get_attribute("class")
+    assert value.text.startswith('{\n  "order": 0,\n  "customer": "c-0",')  # pretty-printed
+    headers = [li.text for li in first.find_elements("css selector", "ul.headers li")]
+    assert headers == ["source: checkout", "trace-id: t-0000", "raw: 00 01 fe"]
+    assert first.find_element("css selector", "td.key pre").text == "order-0"
+    fragile = rows[1].find_element("css selector", "td.value pre")  # order 3 (partition 0, offset 1)
+    assert '"note": "<b>fragile</b>"' in fragile.text and fragile.find_elements("tag name", "b") == []
+    consolekit.screenshot(driver, artifacts, "messages")
+
+    # the filter, and hex on request, through the form
+    box = driver.find_element("name", "filter")
+    box.clear()
+    box.send_keys("t-0006")
+    driver.find_element("css selector", "select[name=format] option[value=hex]").click()
+    driver.find_element("css selector", "#browse button").click()
+    rows = wait(driver, lambda d: [r for r in css(d, "tr.message") if r.get_attribute("data-offset") == "2"]
+                and len(css(d, "tr.message")) == 1 and css(d, "tr.message"), "the filtered message")
+    assert rows[0].find_element("css selector", "td.value pre").text.startswith("00000000  7b 22 6f 72")
+    consolekit.screenshot(driver, artifacts, "messages-filtered")
+
+
+def test_group_lag_changes_after_consuming(driver, console, kbroker, artifacts):
+    assert consolekit.consume(kbroker.bootstrap, TOPIC, GROUP, 3) == 3
+    driver.get(console.url + f"/groups/{GROUP}")
+
+    def lag_on_page(d):
+        found = css(d, "#total-lag")
+        return int(found[0].text) if found and found[0].text.isdigit() else None
+
+    def expected_lag():
+        with AdminClient(kbroker.bootstrap) as admin:
+            return sum(4 - o for o in admin.committed_offsets(GROUP).values())
+
+    before = expected_lag()
+    wait(driver, lambda d: lag_on_page(d) == before, f"lag {before}")
+    consolekit.screenshot(driver, artifacts, "group-before")
+    assert consolekit.consume(kbroker.bootstrap, TOPIC, GROUP, 12 - 3) == 9  # the rest: lag 0 everywhere
+    wait(driver, lambda d: lag_on_page(d) == 0, "the page to show lag 0 by itself (live refresh)")
+    assert len(css(driver, "#offsets tr[data-tp]")) == 3
+    consolekit.screenshot(driver, artifacts, "group-after")
+    driver.get(console.url + "/groups")
+    row = wait(driver, lambda d: css(d, f'tr[data-group="{GROUP}"]'), "the group in the list")[0]
+    assert row.find_element("css selector", "td.lag").text == "0"
+    consolekit.screenshot(driver, artifacts, "groups")
+
+
+def test_create_topic_through_the_ui(driver, console, kbroker, artifacts):
+    driver.get(console.url + "/topics")
+    form = wait(driver, lambda d: css(d, "#create-topic"), "the create form")[0]
+    form.find_element("name", "name").send_keys("made-in-browser")
+    form.find_element("name", "partitions").send_keys("2")
+    form.find_element("name", "configs").send_keys("cleanup.policy=compact")
+    form.find_element("tag name", "button").click()
+    confirm = wait(driver, lambda d: css(d, "#confirm"), "the confirmation page")[0]
+    assert "Create topic made-in-browser?" in driver.page_source
+    consolekit.screenshot(driver, artifacts, "create-confirm")
+    with AdminClient(kbroker.bootstrap) as admin:
+        assert "made-in-browser" not in admin.metadata(None)[1]  # nothing before the confirmation
+    confirm.click()
+    wait(driver, lambda d: d.current_url.endswith("/topics/made-in-browser?done=created")
+         and len(css(d, "#partitions tr[data-partition]")) == 2, "the new topic's page")
+    assert "Topic made-in-browser created." in driver.page_source
+    config = css(driver, 'tr[data-config="cleanup.policy"]')[0]
+    assert "compact" in config.text and "override" in config.get_attribute("class")
+    consolekit.screenshot(driver, artifacts, "topic-created")
+    with AdminClient(kbroker.bootstrap) as admin:
+        _, (topic,) = admin.describe_topics(["made-in-browser"])
+    assert len(topic.partitions) == 2
+
+
+def test_cluster_pages_show_leaders_and_isr(driver, tmp_path, artifacts):
+    cluster = ck.start_cluster(tmp_path / "cluster", 3)
+    console = None
+    try:
+        bootstrap = ck.live_bootstrap(cluster)
+        ck.create_topic(cluster, "replicated", 3, 3)  # waits for a leader and a full ISR everywhere
+        console = consolekit.Console(bootstrap, tmp_path, refresh_s=1)
+        expected = ck.partitions(cluster, "replicated")
+        driver.get(console.url + "/topics/replicated")
+        wait(driver, lambda d: len(css(d, "#partitions tr[data-partition]")) == 3, "three partitions")
+
+        def ids(row, cell):
+            text = row.find_element("css selector", f"td.{cell}").text
+            return [int(x) for x in text.replace(",", " ").split() if x.isdigit()]
+
+        for row in css(driver, "#partitions tr[data-partition]"):
+            p = expected[int(row.get_attribute("data-partition"))]
+            leader, replicas, isr = ids(row, "leader"), ids(row, "replicas"), ids(row, "isr")
+            assert (leader, replicas, sorted(isr)) == ([p["leader"]], p["replicas"], sorted(p["isr"]))
+            assert len(isr) == 3
+        consolekit.screenshot(driver, artifacts, "cluster-topic")
+        driver.get(console.url + "/")
+        rows = wait(driver, lambda d: len(css(d, "#brokers tr[data-broker]")) == 3 and css(d, "#brokers tr[data-broker]"),
+                    "three brokers")
+        controller = ck.controller_id(cluster)
+        assert css(driver, "#controller")[0].text == str(controller)
+        roles = {int(r.get_attribute("data-broker")): r.text for r in rows}
+        assert "controller" in roles[controller] and sum("controller" in t for t in roles.values()) == 1
+        consolekit.screenshot(driver, artifacts, "cluster-overview")
+    finally:
+        if console is not None:
+            console.stop()
+        ck.stop_cluster(cluster)

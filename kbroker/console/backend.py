@@ -1,0 +1,223 @@
+"""What each console page shows, asked of the brokers over the Kafka protocol (blocking: the web
+layer runs these in worker threads). Requests are routed by `kbroker.admin.client.AdminClient`
+(controller, coordinators, leaders) on clients kept in a small pool, one per call at a time since a
+connection is not thread-safe. Sizes come from DescribeLogDirs at every broker, each with a short
+timeout, so a slow broker leaves its sizes unknown instead of stalling a page.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Iterator, NamedTuple
+
+from kbroker.admin.client import (EARLIEST, LATEST, AdminClient, AdminError, Broker, ClusterDescription,
+                                  ConfigValue, CreatedTopic, KafkaErrorResponse, TopicState)
+from kbroker.admin.groups import MemberView, OffsetRow, describe_group_offsets, plan_group_reset
+from kbroker.admin.log_dirs import partition_sizes
+from kbroker.admin.partition_reader import fetch_records
+from kbroker.admin.reset import PlannedOffset, ResetSpec
+from kbroker.console import browse
+from kbroker.console.pages import (BrokerRow, GroupRow, PartitionRow, TopicRow, broker_rows, group_row,
+                                   partition_rows, topic_rows)
+
+POOL_SIZE = 4
+MAX_DESCRIBED_GROUPS = 100  # the groups list describes (members, lag) this many at each refresh
+BROWSE_FETCH_BYTES = 8 * 1024 * 1024  # a browse reads this much per round of Fetches, shared by its partitions
+MIN_FETCH_BYTES = 64 * 1024
+
+
+class ClientPool:
+    """Idle admin clients for the worker threads; a client whose connection failed is closed, not
+    reused (a broker's error answer leaves it usable)."""
+
+    def __init__(self, bootstrap: str, timeout: float, size: int = POOL_SIZE) -> None:
+        AdminClient(bootstrap, timeout).close()  # the bootstrap list is checked now, not at the first page
+        self.bootstrap, self.timeout, self.size = bootstrap, timeout, size
+        self._idle: list[AdminClient] = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def client(self) -> Iterator[AdminClient]:
+        with self._lock:
+            client = self._idle.pop() if self._idle else None
+        client = client or AdminClient(self.bootstrap, self.timeout)
+        healthy = False
+        try:
+            yield client
+            healthy = True
+        except KafkaErrorResponse:
+            healthy = True
+            raise
+        finally:
+            with self._lock:
+                keep = healthy and len(self._idle) < self.size
+                if keep:
+                    self._idle.append(client)
+            if not keep:
+                client.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for client in idle:
+            client.close()
+
+
+class Overview(NamedTuple):
+    cluster: ClusterDescription
+    brokers: list[BrokerRow]
+    topics: int
+    partitions: int
+    under_replicated: int
+    offline: int
+
+
+class TopicDetail(NamedTuple):
+    topic: TopicState
+    partitions: list[PartitionRow]
+    configs: list[ConfigValue]
+    brokers: dict[int, Broker]
+
+
+class BrowseResult(NamedTuple):
+    query: browse.BrowseQuery
+    partitions: list[int]  # of the topic
+    messages: list[browse.MessageView]
+    scanned: int  # records read (the filter looks at these)
+    ranges: dict[int, tuple[int, int]]  # partition -> (first offset read, log end)
+    next_offset: int | None  # one partition browsed: where the next page starts
+
+
+class GroupDetail(NamedTuple):
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    coordinator: Broker
+    members: list[MemberView]
+    offsets: list[OffsetRow]
+    total_lag: int | None
+
+
+class ConsoleBackend:
+    def __init__(self, bootstrap: str, timeout: float) -> None:
+        self.bootstrap = bootstrap
+        self.pool = ClientPool(bootstrap, timeout)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    # -- cluster and topics ----------------------------------------------------------------------
+
+    def overview(self) -> Overview:
+        with self.pool.client() as client:
+            cluster = client.describe_cluster()
+            _brokers, topics = client.describe_topics(None)
+        sizes = partition_sizes(cluster.brokers, {b: None for b in cluster.brokers})
+        parts = [p for t in topics for p in t.partitions]
+        return Overview(cluster, broker_rows(cluster, topics, sizes), len(topics), len(parts),
+                        sum(len(p.isr) < len(p.replicas) for p in parts), sum(p.leader < 0 for p in parts))
+
+    def topics(self) -> list[TopicRow]:
+        with self.pool.client() as client:
+            brokers, topics = client.describe_topics(None)
+            tps = [(t.name, p.partition) for t in topics for p in t.partitions]
+            log_start = client.list_offsets(tps, EARLIEST, strict=False)
+            log_end = client.list_offsets(tps, LATEST, strict=False)
+        sizes = partition_sizes(brokers, {b: None for b in brokers})
+        return topic_rows(topics, log_start, log_end, sizes)
+
+    def topic(self, name: str) -> TopicDetail:
+        with self.pool.client() as client:
+            brokers, (topic,) = client.describe_topics([name])
+            tps = [(name, p.partition) for p in topic.partitions]
+            log_start = client.list_offsets(tps, EARLIEST, strict=False)
+            log_end = client.list_offsets(tps, LATEST, strict=False)
+            configs = client.describe_topic_configs([name]).get(name, [])
+        hosting = {r for p in topic.partitions for r in p.replicas if r in brokers}
+        sizes = partition_sizes(brokers, {b: [(name, p.partition) for p in topic.partitions if b in p.replicas]
+                                          for b in hosting})
+        return TopicDetail(topic, partition_rows(topic, log_start, log_end, sizes),
+                           sorted(configs, key=lambda c: c.name), brokers)
+
+    def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
+                     configs: dict[str, str]) -> CreatedTopic:
+        with self.pool.client() as client:
+            return client.create_topic(name, partitions, replication_factor, configs=configs)
+
+    # -- messages --------------------------------------------------------------------------------
+
+    def browse(self, query: browse.BrowseQuery) -> BrowseResult:
+        with self.pool.client() as client:
+            all_partitions = client.partitions_of(query.topic)
+            partitions = browse.partitions_to_read(query, all_partitions)
+            tps = [(query.topic, p) for p in partitions]
+            log_start = client.list_offsets(tps, EARLIEST, strict=False)
+            log_end = client.list_offsets(tps, LATEST, strict=False)
+            by_time = client.list_offsets(tps, query.timestamp_ms, strict=False) if query.mode == "timestamp" else None
+            starts = browse.start_offsets(query, log_start, log_end, by_time)
+            read, scanned, next_offsets = {}, 0, {}
+            fetch_bytes = max(MIN_FETCH_BYTES, BROWSE_FETCH_BYTES // max(1, len(starts)))
+            for (_topic, p), (first, end) in sorted(starts.items()):
+                read[p], next_offsets[p] = self._read(client, query, p, first, end, fetch_bytes)
+                scanned += len(read[p])
+        messages = browse.select(query, read)
+        next_offset = None
+        if query.partition is not None and query.mode != "latest" and query.partition in next_offsets:
+            shown = [m.offset for m in messages]
+            candidate = max(shown) + 1 if len(shown) == query.limit else next_offsets[query.partition]
+            if candidate < starts[(query.topic, query.partition)][1]:
+                next_offset = candidate
+        return BrowseResult(query, all_partitions, messages, scanned,
+                            {tp[1]: se for tp, se in starts.items()}, next_offset)
+
+    @staticmethod
+    def _read(client: AdminClient, query: browse.BrowseQuery, partition: int, first: int, end: int,
+              fetch_bytes: int):
+        """Records of one partition from `first` towards `end`: until `limit` of them pass the
+        filter, or the scan budget is spent. Returns (records, offset after the last one read)."""
+        records, offset, kept = [], first, 0
+        while offset < end and kept < query.limit and len(records) < browse.MAX_SCANNED_PER_PARTITION:
+            fetched = fetch_records(client, query.topic, partition, offset, fetch_bytes)
+            batch = [r for r in fetched.records if r.offset < end]
+            records.extend(batch)
+            kept += sum(browse.matches(r, query.filter) for r in batch)
+            if fetched.next_offset <= offset:
+                break  # nothing more to read (an empty answer at the high watermark)
+            offset = fetched.next_offset
+        return records, offset
+
+    # -- groups ----------------------------------------------------------------------------------
+
+    def groups(self) -> list[GroupRow]:
+        with self.pool.client() as client:
+            rows = []
+            for i, listing in enumerate(client.list_groups()):
+                if i >= MAX_DESCRIBED_GROUPS:
+                    rows.append(GroupRow(listing.group_id, listing.state or "?", listing.protocol_type, 0, (), None,
+                                         f"not described: more than {MAX_DESCRIBED_GROUPS} groups (open its page)"))
+                    continue
+                try:
+                    desc, members, offsets = describe_group_offsets(client, listing.group_id)
+                except AdminError as exc:
+                    rows.append(GroupRow(listing.group_id, listing.state or "?", listing.protocol_type,
+                                         0, (), None, str(exc)))
+                    continue
+                rows.append(group_row(desc, members, offsets))
+        return rows
+
+    def group(self, group_id: str) -> GroupDetail:
+        with self.pool.client() as client:
+            desc, members, offsets = describe_group_offsets(client, group_id)
+        row = group_row(desc, members, offsets)
+        return GroupDetail(desc.group_id, desc.state, desc.protocol_type, desc.protocol, desc.coordinator,
+                           members, offsets, row.lag)
+
+    def plan_reset(self, group_id: str, topic: str | None, spec: ResetSpec) -> tuple[list[PlannedOffset], list[str]]:
+        with self.pool.client() as client:
+            return plan_group_reset(client, group_id, spec, None if topic is None else [topic])
+
+    def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        with self.pool.client() as client:
+            client.commit_offsets(group_id, offsets)

@@ -1,0 +1,119 @@
+"""The rows of the console's tables, assembled from what the admin client fetched (pure functions,
+tested without a broker): brokers with their replica and leader counts and bytes on disk, topics
+with partition counts, replication, under-replicated partitions, messages and size, partitions
+with leader, replicas, ISR and each replica's size, groups with members, topics and lag.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple, Sequence
+
+from kbroker.admin.client import ClusterDescription, GroupDescription, TopicState
+from kbroker.admin.groups import MemberView, OffsetRow
+
+TopicPartition = tuple[str, int]
+# broker id -> sizes of its partitions, or why they are unknown (log_dirs.partition_sizes)
+Sizes = Mapping[int, Mapping[TopicPartition, int] | str]
+
+
+class BrokerRow(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+    controller: bool
+    replicas: int
+    leaders: int
+    size: int | None  # bytes in its log dirs; None: unknown
+    size_error: str | None
+
+
+class TopicRow(NamedTuple):
+    name: str
+    internal: bool
+    partitions: int
+    replication_factor: int
+    under_replicated: int
+    offline: int
+    messages: int | None  # log end - log start, summed; None when an offset is unknown
+    size: int | None  # bytes of every replica; None when a hosting broker did not say
+
+
+class PartitionRow(NamedTuple):
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...]
+    log_start: int | None
+    log_end: int | None
+    messages: int | None
+    sizes: dict[int, int | None]  # replica broker id -> bytes (None: unknown)
+
+    @property
+    def under_replicated(self) -> bool:
+        return len(self.isr) < len(self.replicas)
+
+
+class GroupRow(NamedTuple):
+    group_id: str
+    state: str
+    protocol_type: str
+    members: int
+    topics: tuple[str, ...]
+    lag: int | None  # summed over partitions with a committed offset; None: none known
+    error: str | None = None
+
+
+def _size_of(sizes: Sizes, broker: int, tp: TopicPartition) -> int | None:
+    known = sizes.get(broker)
+    return None if known is None or isinstance(known, str) else known.get(tp)
+
+
+def broker_rows(cluster: ClusterDescription, topics: Sequence[TopicState], sizes: Sizes) -> list[BrokerRow]:
+    rows = []
+    for node_id, b in sorted(cluster.brokers.items()):
+        parts = [p for t in topics for p in t.partitions]
+        known = sizes.get(node_id)
+        rows.append(BrokerRow(node_id, b.host, b.port, b.rack, node_id == cluster.controller_id,
+                              sum(node_id in p.replicas for p in parts), sum(p.leader == node_id for p in parts),
+                              None if known is None or isinstance(known, str) else sum(known.values()),
+                              known if isinstance(known, str) else None))
+    return rows
+
+
+def _messages(start: int | None, end: int | None) -> int | None:
+    return None if start is None or end is None else max(0, end - start)
+
+
+def partition_rows(topic: TopicState, log_start: Mapping[TopicPartition, int | None],
+                   log_end: Mapping[TopicPartition, int | None], sizes: Sizes) -> list[PartitionRow]:
+    rows = []
+    for p in topic.partitions:
+        tp = (topic.name, p.partition)
+        start, end = log_start.get(tp), log_end.get(tp)
+        rows.append(PartitionRow(p.partition, p.leader, p.replicas, p.isr, p.offline, start, end,
+                                 _messages(start, end), {r: _size_of(sizes, r, tp) for r in p.replicas}))
+    return rows
+
+
+def topic_rows(topics: Sequence[TopicState], log_start: Mapping[TopicPartition, int | None],
+               log_end: Mapping[TopicPartition, int | None], sizes: Sizes) -> list[TopicRow]:
+    rows = []
+    for t in topics:
+        parts = partition_rows(t, log_start, log_end, sizes)
+        counts = [p.messages for p in parts]
+        replica_sizes = [s for p in parts for s in p.sizes.values()]
+        rows.append(TopicRow(t.name, t.internal, len(parts), max((len(p.replicas) for p in parts), default=0),
+                             sum(p.under_replicated for p in parts), sum(p.leader < 0 for p in parts),
+                             None if None in counts else sum(counts),
+                             None if None in replica_sizes else sum(replica_sizes)))
+    return rows
+
+
+def group_row(desc: GroupDescription, members: Sequence[MemberView], offsets: Sequence[OffsetRow]) -> GroupRow:
+    lags = [r.lag for r in offsets if r.lag is not None]
+    topics = sorted({r.topic for r in offsets if r.topic is not None}
+                    | {t for m in members for t, _ps in m.assignment})
+    return GroupRow(desc.group_id, desc.state, desc.protocol_type, len(members), tuple(topics),
+                    sum(lags) if lags else None)
