@@ -17,6 +17,7 @@ import time
 import uuid
 
 from kbroker.config import BrokerConfig, log_config_for, validate_topic_configs
+from kbroker.dynamic_config import apply_stored
 from kbroker.delayed.format import DELAYED_TOPIC
 from kbroker.delayed.service import DelayService
 from kbroker.errors import (
@@ -115,7 +116,8 @@ class Broker:
             host = socket.getfqdn()
         self.info = BrokerInfo(self.node_id, host, port, config.get("broker.rack"))
         log_dirs = config.log_dirs
-        self.log_manager = LogManager(log_dirs, log_config_for(config, {}), now_ms=now_ms, dir_lock=dir_lock)
+        self.log_manager = LogManager(log_dirs, log_config_for(config, {}), now_ms=now_ms, dir_lock=dir_lock,
+                                      producer_id_expiration_ms=config.get("producer.id.expiration.ms"))
         self.log_manager.lock_dirs()  # before the metadata store or recovery touch a file
         self.cluster = zk_session is not None
         self.controller = None  # KafkaController, in a cluster
@@ -147,7 +149,10 @@ class Broker:
         if self.cluster:
             self.group_coordinator.owned = set()
             self.replica_manager.leadership_listeners.append(self._on_leadership)
-            self.metadata.broker_config_listeners.append(self.replica_manager.quotas.update_rates)
+        # dynamic broker configs: those stored apply now (single node) or once read (cluster's start)
+        self.metadata.broker_config_listeners.append(self._apply_dynamic_configs)
+        if not self.cluster:
+            self._apply_dynamic_configs(*self.metadata.dynamic_broker_configs())
 
     def startup(self) -> None:
         """Load what the data directories hold, one log line per phase (Kafka's start-up lines)."""
@@ -434,35 +439,37 @@ class Broker:
             await create_retry_topics(self.create_topic, self.metadata, name, configs, info.num_partitions,
                                       len(info.assignment[0]), RETRY_TOPICS_WAIT_S)
 
-    # -- dynamic broker configs (the replication throttle rates), in a cluster -------------------
-    def dynamic_broker_configs(self) -> tuple[dict[str, str], dict[str, str]]:
-        """(this broker's dynamic configs, the cluster-wide default ones); none on the single node."""
-        return self.metadata.dynamic_broker_configs() if self.cluster else ({}, {})
-
+    # -- dynamic broker configs (kbroker/dynamic_config.py) ------------------------------------------
     async def broker_configs(self, entity: str) -> dict[str, str]:
         """The dynamic configs stored for `entity`: a broker id, or `<default>` for every broker."""
-        self._require_cluster()
-        return await self.metadata.broker_configs(entity)
+        return await _resolved(self.metadata.broker_configs(entity))
 
     async def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
-        self._require_cluster()
-        await self.metadata.set_broker_configs(entity, configs)
+        """Store `entity`'s dynamic configs; each broker they concern applies them when its store
+        tells it (at once here; the others through ZooKeeper's config change notifications)."""
+        await _resolved(self.metadata.set_broker_configs(entity, configs))
 
-    def _require_cluster(self) -> None:
-        if not self.cluster:
-            raise InvalidRequestError("Dynamic broker configs (the replication throttle rates) need a cluster: "
-                                      "the single node has no replication to throttle")
+    def _apply_dynamic_configs(self, own: dict[str, str], default: dict[str, str]) -> None:
+        """Kafka's reconfigurables: the config's dynamic layers, then what read the old values once —
+        every log's config (a topic without an override follows the new broker default at once:
+        retention, segments, flush, cleaner, max.message.bytes), the replication throttle."""
+        apply_stored(self.config, own, default)
+        self.log_manager.default_config = log_config_for(self.config, {})
+        self.log_manager.producer_id_expiration_ms = self.config.get("producer.id.expiration.ms")
+        self.replica_manager.reconfigure_logs()
+        self.replica_manager.quotas.update_rates(own, default)
 
     # -- periodic work --------------------------------------------------------------------------
     def periodic_tasks(self) -> list[tuple[float, callable]]:
-        """(interval seconds, job) pairs the server runs in the background."""
+        """(interval seconds, job) pairs the server runs in the background; an interval that a dynamic
+        config may change is a callable, read before each wait."""
         c = self.config
         lm = self.log_manager
         return [
             (c.get("log.retention.check.interval.ms") / 1000, lambda: lm.cleanup_logs(now_ms())),
-            *([(max(c.get("log.cleaner.backoff.ms"), 1) / 1000, lambda: lm.clean_compacted_logs(now_ms()))]
+            *([(lambda: max(c.get("log.cleaner.backoff.ms"), 1) / 1000, lambda: lm.clean_compacted_logs(now_ms()))]
               if c.get("log.cleaner.enable") else []),
-            (min(c.get("log.flush.scheduler.interval.ms"), 1000) / 1000, lambda: lm.flush_dirty_logs(now_ms())),
+            (lambda: min(c.get("log.flush.scheduler.interval.ms"), 1000) / 1000, lambda: lm.flush_dirty_logs(now_ms())),
             (c.get("replica.high.watermark.checkpoint.interval.ms") / 1000, lm.checkpoint_high_watermarks),
             (c.get("log.flush.offset.checkpoint.interval.ms") / 1000, lm.checkpoint_recovery_points),
             (c.get("log.flush.start.offset.checkpoint.interval.ms") / 1000, lm.checkpoint_log_start_offsets),

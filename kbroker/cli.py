@@ -11,6 +11,7 @@ from pathlib import Path
 
 import trio
 
+from kbroker.admin.configs_cmd import add_configs_command, run_configs
 from kbroker.admin.delayed import add_delayed_command, run_delayed
 from kbroker.admin.groups import add_groups_command, run_groups
 from kbroker.admin.cluster_cmd import add_cluster_command, run_cluster
@@ -46,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument("--log-level", default="INFO")
     add_groups_command(sub)
     add_topics_command(sub)
+    add_configs_command(sub)
     add_reassign_command(sub)
     add_cluster_command(sub)
     add_transactions_command(sub)
@@ -57,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_groups(args)
     if args.command == "topics":
         return run_topics(args)
+    if args.command == "configs":
+        return run_configs(args)
     if args.command == "reassign":
         return run_reassign(args)
     if args.command == "cluster":

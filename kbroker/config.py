@@ -4,7 +4,9 @@
 falls back to its broker synonym (`retention.ms` → `log.retention.ms` → `log.retention.minutes`
 → `log.retention.hours`), then to its default, exactly as Kafka resolves it; `describe_topic_config`
 reports where each value came from, which DescribeConfigs returns to clients.
-`DYNAMIC_BROKER_CONFIGS` are the broker keys set only at run time (the replication throttle rates).
+`BrokerConfig` layers Kafka's dynamic broker configs over the static ones (kbroker/dynamic_config.py
+says which keys may change at run time and applies them); `BROKER_QUOTA_CONFIGS` are the keys that
+exist only as dynamic configs (the replication throttle rates).
 """
 
 from __future__ import annotations
@@ -290,6 +292,40 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
                   _at_least(-2)),
         ConfigDef("log.local.retention.bytes", _L, -2, "Local bytes kept of an archived partition; "
                   "-2 = log.retention.bytes.", _at_least(-2)),
+        # Kafka's run-time tunables kbroker accepts without acting on them (docs/configuration.md)
+        ConfigDef("num.io.threads", _I, 8, "Request handler threads (accepted, no effect: trio tasks).", _at_least(1)),
+        ConfigDef("num.network.threads", _I, 3, "Network threads (accepted, no effect: trio tasks).", _at_least(1)),
+        ConfigDef("num.replica.fetchers", _I, 1, "Fetcher threads per source broker (accepted, no effect: one "
+                  "task per leader broker).", _at_least(1)),
+        ConfigDef("num.recovery.threads.per.data.dir", _I, 1, "Recovery threads per log dir (accepted, no effect).",
+                  _at_least(1)),
+        ConfigDef("background.threads", _I, 10, "Background threads (accepted, no effect).", _at_least(1)),
+        ConfigDef("log.cleaner.threads", _I, 1, "Log cleaner threads (accepted, no effect).", _at_least(0)),
+        ConfigDef("log.cleaner.dedupe.buffer.size", _L, 134217728, "Cleaner dedupe memory (accepted, no effect)."),
+        ConfigDef("log.cleaner.io.buffer.size", _I, 524288, "Cleaner I/O buffers (accepted, no effect).",
+                  _at_least(0)),
+        ConfigDef("log.cleaner.io.buffer.load.factor", _D, 0.9, "Cleaner dedupe load factor (accepted, no effect)."),
+        ConfigDef("log.cleaner.io.max.bytes.per.second", _D, 1.7976931348623157e308,
+                  "Cleaner I/O throttle (accepted, no effect)."),
+        ConfigDef("log.message.downconversion.enable", _B, True, "Down-conversion for old consumers "
+                  "(accepted, no effect: kbroker serves record batch v2 only)."),
+        ConfigDef("max.connections.per.ip", _I, 2147483647, "Connections per IP (accepted, no effect).", _at_least(0)),
+        ConfigDef("max.connections.per.ip.overrides", _S, "", "Per-IP connection limits (accepted, no effect)."),
+        ConfigDef("max.connection.creation.rate", _I, 2147483647, "New connections per second (accepted, no effect).",
+                  _at_least(0)),
+        ConfigDef("listener.security.protocol.map", _S, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
+                  "SASL_SSL:SASL_SSL", "Listener names to security protocols (kbroker serves PLAINTEXT)."),
+        ConfigDef("metric.reporters", _LIST, [], "Metrics reporter classes (accepted, no effect)."),
+        ConfigDef("transaction.partition.verification.enable", _B, True,
+                  "Verify a partition is in the transaction before appending (accepted, no effect)."),
+        ConfigDef("remote.log.index.file.cache.total.size.bytes", _L, 1073741824,
+                  "Archive index cache size (accepted, no effect).", _at_least(1)),
+        ConfigDef("remote.fetch.max.wait.ms", _I, 500, "Longest wait of a fetch from the archive (accepted, no effect).",
+                  _at_least(1)),
+        ConfigDef("remote.log.manager.copy.max.bytes.per.second", _L, LONG_MAX,
+                  "Archive copy throttle (accepted, no effect).", _at_least(1)),
+        ConfigDef("remote.log.manager.fetch.max.bytes.per.second", _L, LONG_MAX,
+                  "Archive read throttle (accepted, no effect).", _at_least(1)),
         # delayed delivery (kbroker's own; the delay log's keys follow Kafka's offsets/transaction ones)
         ConfigDef("delayed.delivery.enable", _B, True, "Honour the delay.ms / deliver.at record headers and "
                   "topics' delivery.delay.ms (kbroker); false skips the check on every produce."),
@@ -376,9 +412,9 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
     ]
 }
 
-# Broker keys that are only set at run time (AlterConfigs on a broker resource, stored in
-# /config/brokers/<id> or /config/brokers/<default>), as Kafka's DynamicConfig.Broker.
-DYNAMIC_BROKER_CONFIGS: dict[str, ConfigDef] = {
+# Broker keys that exist only as dynamic configs (AlterConfigs on a broker resource, stored in
+# /config/brokers/<id> or /config/brokers/<default>), as Kafka's QuotaConfigs.brokerQuotaConfigs.
+BROKER_QUOTA_CONFIGS: dict[str, ConfigDef] = {
     d.name: d
     for d in [
         ConfigDef("leader.replication.throttled.rate", _L, LONG_MAX, "Upper bound (bytes/s) on replication "
@@ -387,8 +423,16 @@ DYNAMIC_BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("follower.replication.throttled.rate", _L, LONG_MAX, "Upper bound (bytes/s) on replication "
                   "traffic this broker fetches as follower of the replicas in follower.replication.throttled.replicas.",
                   _at_least(0)),
+        ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX, "Upper bound (bytes/s) on "
+                  "moves between this broker's log dirs (accepted, no effect).", _at_least(0)),
     ]
 }
+
+
+def broker_config_def(key: str) -> ConfigDef | None:
+    """The definition of a broker key, static or quota."""
+    return BROKER_CONFIGS.get(key) or BROKER_QUOTA_CONFIGS.get(key)
+
 
 # Broker keys given in larger units; their value is converted to the topic key's milliseconds.
 _UNIT_MS = {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000, "log.roll.hours": 3_600_000,
@@ -417,10 +461,14 @@ def parse_properties(text: str) -> dict[str, str]:
 
 @dataclass
 class BrokerConfig:
-    """The broker's resolved static configuration: defaults < properties file < overrides."""
+    """The broker's configuration, Kafka's precedence, lowest first: defaults < properties file <
+    overrides (`explicit`, the static configs) < the cluster-wide dynamic default configs < this
+    broker's dynamic configs (typed values; kbroker/dynamic_config.py sets both layers)."""
 
     explicit: dict[str, Any] = field(default_factory=dict)
     unknown: dict[str, str] = field(default_factory=dict)
+    dynamic_default: dict[str, Any] = field(default_factory=dict)
+    dynamic: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_sources(cls, properties: Path | None = None, overrides: Iterable[str] = ()) -> "BrokerConfig":
@@ -442,10 +490,10 @@ class BrokerConfig:
                 config.explicit[key] = _parse(BROKER_CONFIGS[key], value)
             else:
                 config.unknown[key] = str(value)  # Kafka logs and ignores unknown keys
-        config._check_rules()
+        config.check_rules()
         return config
 
-    def _check_rules(self) -> None:
+    def check_rules(self) -> None:
         """What one key's validator cannot see, checked as Kafka's KafkaConfig and LogManager do at
         start-up: the listeners parse; every broker value a topic config falls back to passes that
         topic config's validator (Kafka builds its default LogConfig from them); the resolved
@@ -469,13 +517,26 @@ class BrokerConfig:
             raise InvalidConfigError("replica.fetch.wait.max.ms should always be less than or equal to "
                                      "replica.lag.time.max.ms to prevent frequent changes in ISR")
 
+    def layers(self) -> tuple[tuple[dict[str, Any], "ConfigSource"], ...]:
+        """The set values, highest precedence first, with the source DescribeConfigs names them by."""
+        return ((self.dynamic, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                (self.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                (self.explicit, ConfigSource.STATIC_BROKER_CONFIG))
+
     def get(self, key: str) -> Any:
-        if key in self.explicit:
-            return self.explicit[key]
-        return BROKER_CONFIGS[key].default
+        for layer, _ in self.layers():
+            if key in layer:
+                return layer[key]
+        return broker_config_def(key).default
 
     def is_set(self, key: str) -> bool:
-        return self.explicit.get(key) is not None
+        return any(layer.get(key) is not None for layer, _ in self.layers())
+
+    def set_synonyms(self, names: Iterable[str]) -> list[tuple[str, str | None, "ConfigSource"]]:
+        """(name, value, source) of each of `names` set in some layer, layer by layer (Kafka's
+        ConfigHelper.configSynonyms order: dynamic, dynamic default, static)."""
+        return [(name, format_value(layer[name]), source) for layer, source in self.layers()
+                for name in names if layer.get(name) is not None]
 
     # -- derived values -----------------------------------------------------------------------
     @property
@@ -620,9 +681,7 @@ def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) ->
         synonyms: list[tuple[str, str | None, ConfigSource]] = []
         if key in overrides:
             synonyms.append((key, format_value(effective_topic_value(broker, overrides, key)), ConfigSource.DYNAMIC_TOPIC_CONFIG))
-        for broker_key in synonyms_keys:
-            if broker.is_set(broker_key):
-                synonyms.append((broker_key, format_value(broker.get(broker_key)), ConfigSource.STATIC_BROKER_CONFIG))
+        synonyms += broker.set_synonyms(synonyms_keys)  # the dynamic default a topic inherits, first
         broker_value, broker_key = broker.broker_value_for_topic_key(key)
         if broker_key is None and synonyms_keys:
             synonyms.append((synonyms_keys[0], format_value(broker_value), ConfigSource.DEFAULT_CONFIG))
@@ -631,40 +690,6 @@ def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) ->
         entries.append(ConfigEntry(key, format_value(value), source, False, definition.sensitive,
                                    definition.type, definition.doc, tuple(synonyms)))
     return entries
-
-
-def describe_broker_config(broker: BrokerConfig, dynamic: Mapping[str, str] | None = None,
-                           dynamic_default: Mapping[str, str] | None = None) -> list[ConfigEntry]:
-    """Every broker config with its value and source: static configs are read-only, as in Kafka;
-    the dynamic ones come from this broker's dynamic configs, else the cluster-wide default ones."""
-    entries = []
-    for key, definition in sorted(BROKER_CONFIGS.items()):
-        explicit = broker.is_set(key)
-        source = ConfigSource.STATIC_BROKER_CONFIG if explicit else ConfigSource.DEFAULT_CONFIG
-        value = None if definition.sensitive else format_value(broker.get(key))
-        entries.append(ConfigEntry(key, value, source, True, definition.sensitive, definition.type,
-                                   definition.doc, ((key, value, source),)))
-    for key, definition in DYNAMIC_BROKER_CONFIGS.items():
-        synonyms = [(key, (layer or {}).get(key), layer_source)
-                    for layer, layer_source in ((dynamic, ConfigSource.DYNAMIC_BROKER_CONFIG),
-                                                (dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
-                    if (layer or {}).get(key) is not None]
-        synonyms.append((key, format_value(definition.default), ConfigSource.DEFAULT_CONFIG))
-        _, value, source = synonyms[0]
-        entries.append(ConfigEntry(key, value, source, False, definition.sensitive, definition.type,
-                                   definition.doc, tuple(synonyms)))
-    return sorted(entries, key=lambda e: e.name)
-
-
-def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> dict[str, Any]:
-    """Check a broker resource's new dynamic configs (AlterConfigs); typed values, InvalidConfigError
-    for keys that cannot change at run time (Kafka's words) or values that do not fit."""
-    static = sorted(k for k in configs if k not in DYNAMIC_BROKER_CONFIGS)
-    if static:
-        raise InvalidConfigError(f"Cannot update these configs dynamically: {', '.join(static)} (kbroker changes "
-                                 f"{' and '.join(DYNAMIC_BROKER_CONFIGS)} at run time; set the others in the "
-                                 "broker's properties file)")
-    return {k: _parse(DYNAMIC_BROKER_CONFIGS[k], v) for k, v in configs.items()}
 
 
 def _timestamp_bound(bound: int, difference: int) -> int:

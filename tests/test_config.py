@@ -75,17 +75,6 @@ def test_throttled_replica_lists_are_topic_configs_with_kafkas_syntax():
             entries["follower.replication.throttled.replicas"].source) == ("", ConfigSource.DEFAULT_CONFIG)
 
 
-def test_the_throttle_rates_are_dynamic_only():
-    from kbroker.config import validate_dynamic_broker_configs
-
-    assert validate_dynamic_broker_configs({"leader.replication.throttled.rate": "1000"}) == {
-        "leader.replication.throttled.rate": 1000}
-    with pytest.raises(InvalidConfigError, match="Cannot update these configs dynamically: log.dirs"):
-        validate_dynamic_broker_configs({"log.dirs": "/x"})
-    config = BrokerConfig.from_dict({"leader.replication.throttled.rate": "5"})  # a properties file cannot set it
-    assert config.unknown == {"leader.replication.throttled.rate": "5"}
-
-
 def test_tiered_storage_topic_configs_are_validated_as_kafka_does():
     from kbroker.config import BrokerConfig, log_config_for, validate_topic_configs
     from kbroker.errors import InvalidConfigError

@@ -437,9 +437,54 @@ public final class KbrokerHarness {
                     System.out.println("OPS group " + opNames(g.authorizedOperations()));
                     break;
                 }
+                case "describe-configs":  // broker|topic NAME: one JSON line per config, synonyms included
+                    describeConfigs(admin, configResource(args[3], args[4]));
+                    break;
+                case "alter-configs": {  // broker|topic NAME validate|apply set:K=V | delete:K | append:K=V ...
+                    List<org.apache.kafka.clients.admin.AlterConfigOp> ops = new ArrayList<>();
+                    for (int i = 6; i < args.length; i++) {
+                        String[] kind = args[i].split(":", 2);
+                        String[] kv = kind[1].split("=", 2);
+                        ops.add(new org.apache.kafka.clients.admin.AlterConfigOp(
+                                new org.apache.kafka.clients.admin.ConfigEntry(kv[0], kv.length > 1 ? kv[1] : null),
+                                org.apache.kafka.clients.admin.AlterConfigOp.OpType.valueOf(kind[0].toUpperCase())));
+                    }
+                    org.apache.kafka.common.config.ConfigResource resource = configResource(args[3], args[4]);
+                    try {
+                        admin.incrementalAlterConfigs(Collections.singletonMap(resource, ops),
+                                new org.apache.kafka.clients.admin.AlterConfigsOptions().validateOnly("validate".equals(args[5])))
+                                .all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+                        emit("{\"result\":\"ok\"}");
+                    } catch (ExecutionException e) {  // the broker's answer, not a harness failure
+                        emit("{\"result\":" + jsonString(e.getCause().getClass().getSimpleName()) + ",\"message\":"
+                                + jsonString(String.valueOf(e.getCause().getMessage())) + "}");
+                    }
+                    break;
+                }
                 default:
                     throw new IllegalArgumentException("unknown admin call " + args[2]);
             }
+        }
+    }
+
+    static org.apache.kafka.common.config.ConfigResource configResource(String type, String name) {
+        return new org.apache.kafka.common.config.ConfigResource(
+                org.apache.kafka.common.config.ConfigResource.Type.valueOf(type.toUpperCase()), "-".equals(name) ? "" : name);
+    }
+
+    static void describeConfigs(Admin admin, org.apache.kafka.common.config.ConfigResource resource) throws Exception {
+        org.apache.kafka.clients.admin.Config config = admin.describeConfigs(Collections.singletonList(resource),
+                new org.apache.kafka.clients.admin.DescribeConfigsOptions().includeSynonyms(true))
+                .all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS).get(resource);
+        for (org.apache.kafka.clients.admin.ConfigEntry e : config.entries()) {
+            StringBuilder syn = new StringBuilder();
+            for (org.apache.kafka.clients.admin.ConfigEntry.ConfigSynonym s : e.synonyms())
+                syn.append(syn.length() > 0 ? "," : "").append("[").append(jsonString(s.name())).append(",")
+                        .append(s.value() == null ? "null" : jsonString(s.value())).append(",")
+                        .append(jsonString(s.source().name())).append("]");
+            emit("{\"name\":" + jsonString(e.name()) + ",\"value\":" + (e.value() == null ? "null" : jsonString(e.value()))
+                    + ",\"source\":" + jsonString(e.source().name()) + ",\"readOnly\":" + e.isReadOnly()
+                    + ",\"synonyms\":[" + syn + "]}");
         }
     }
 

@@ -212,6 +212,10 @@ class AdminClient:
             conn = self._connections[(host, port)] = Connection(host, port, self.timeout)
         return conn
 
+    def any_connection(self) -> Connection:
+        """A connection to some broker (the first that answers), for requests any broker serves."""
+        return self._any()
+
     def _any(self) -> Connection:
         if self._connections:
             return next(iter(self._connections.values()))

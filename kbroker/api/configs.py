@@ -1,24 +1,17 @@
 """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers.
 
-A broker's static configs are read-only; its dynamic ones (the replication throttle rates) are
-altered as Kafka does in ZooKeeper mode: a broker resource named by id is altered on that broker
-only, an empty name is the cluster-wide default (`/config/brokers/<default>`).
+A broker's static configs are read-only; its dynamic ones (kbroker/dynamic_config.py) are altered
+as Kafka does in ZooKeeper mode: a broker resource named by id is altered on that broker only, an
+empty name is the cluster-wide default (`/config/brokers/<default>`, or beside the single node's
+metadata).
 """
 
 from __future__ import annotations
 
 from kbroker.api.context import RequestContext
 from kbroker.api.views import describe_view_config
-from kbroker.config import (
-    BROKER_CONFIGS,
-    DYNAMIC_BROKER_CONFIGS,
-    TOPIC_CONFIGS,
-    describe_broker_config,
-    describe_topic_config,
-    format_value,
-    validate_dynamic_broker_configs,
-    validate_topic_configs,
-)
+from kbroker.config import TOPIC_CONFIGS, broker_config_def, describe_topic_config, format_value, validate_topic_configs
+from kbroker.dynamic_config import DEFAULT_ENTITY, describe_broker_config, validate_alter
 from kbroker.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -30,7 +23,6 @@ from kbroker.errors import (
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-DEFAULT_BROKER_ENTITY = "<default>"  # Kafka's name for the cluster-wide broker entity
 
 
 def _check_broker(ctx: RequestContext, name: str) -> None:
@@ -42,7 +34,7 @@ def _broker_entity(ctx: RequestContext, name: str) -> str:
     """Where an altered broker resource's configs are stored: this broker's id, or `<default>` for
     the empty name (Kafka's getBrokerId)."""
     _check_broker(ctx, name)
-    return name or DEFAULT_BROKER_ENTITY
+    return name or DEFAULT_ENTITY
 
 
 async def describe_configs(ctx: RequestContext, request) -> dict:
@@ -63,7 +55,7 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
                                                                                                  info.configs)
             elif resource.resource_type == BROKER:
                 _check_broker(ctx, resource.resource_name)
-                entries = describe_broker_config(broker.config, *broker.dynamic_broker_configs())
+                entries = describe_broker_config(broker.config, per_broker=resource.resource_name != "")
             else:
                 raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
             keys = resource.configuration_keys
@@ -85,7 +77,7 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
 async def _alter(ctx: RequestContext, resource, new_configs, validate_only: bool) -> None:
     if resource.resource_type == BROKER:
         entity = _broker_entity(ctx, resource.resource_name)
-        validate_dynamic_broker_configs(new_configs)
+        validate_alter(ctx.broker.config, resource.resource_name, new_configs)
         if not validate_only:
             await ctx.broker.set_broker_configs(entity, new_configs)
         return
@@ -105,7 +97,7 @@ async def _current(ctx: RequestContext, resource) -> dict[str, str]:
 
 def _definition(resource_type: int, name: str):
     if resource_type == BROKER:
-        return DYNAMIC_BROKER_CONFIGS.get(name) or BROKER_CONFIGS.get(name)
+        return broker_config_def(name)
     return TOPIC_CONFIGS.get(name, (None, ()))[0]
 
 
@@ -143,6 +135,9 @@ async def incremental_alter_configs(ctx: RequestContext, request) -> dict:
         entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
                  "resource_name": resource.resource_name}
         try:
+            nulls = [c.name for c in resource.configs if c.value is None and c.config_operation != DELETE]
+            if nulls:  # Kafka's ConfigAdminManager.preprocess
+                raise InvalidRequestError(f"Null value not supported for : {', '.join(nulls)}")
             configs = await _current(ctx, resource)
             for c in resource.configs:
                 definition = _definition(resource.resource_type, c.name)
@@ -157,7 +152,8 @@ async def incremental_alter_configs(ctx: RequestContext, request) -> dict:
                     configs.pop(c.name, None)
                 elif c.config_operation in (APPEND, SUBTRACT):
                     if definition is None or definition.type.name != "LIST":
-                        raise InvalidConfigError(f"Config value append/subtract is not allowed for config {c.name}")
+                        verb = "append" if c.config_operation == APPEND else "subtract"
+                        raise InvalidConfigError(f"Config value {verb} is not allowed for config key: {c.name}")
                     current = configs.get(c.name)
                     items = current.split(",") if current else list(definition.default)
                     value = [v for v in (c.value or "").split(",") if v]

@@ -4,7 +4,9 @@
 metadata through; `LocalMetadataStore` is the embedded single-node backend, persisting to
 `<first log dir>/kbroker-metadata.json` (written atomically). A ZooKeeper backend implements the
 same interface for cluster mode. Listeners are told of every change so the replica layer can
-create or drop partitions.
+create or drop partitions. Dynamic broker configs (this broker's and the `<default>` entity's, as
+strings) are kept beside it in `kbroker-broker-configs.json`, written atomically too, and
+`broker_config_listeners` hear of each change, as the cluster store's do.
 """
 
 from __future__ import annotations
@@ -70,6 +72,8 @@ class TopicInfo:
 
 
 MetadataListener = Callable[[str, "TopicInfo | None"], None]
+BrokerConfigListener = Callable[[dict[str, str], dict[str, str]], None]  # (this broker's, the default)
+DEFAULT_BROKER_ENTITY = "<default>"
 
 
 class MetadataStore(Protocol):
@@ -89,6 +93,11 @@ class MetadataStore(Protocol):
     def add_listener(self, listener: MetadataListener) -> None: ...
     def is_retired(self, topic: str, partition: int) -> bool: ...
     def retired_partitions(self, topic: str) -> set[int]: ...
+    # dynamic broker configs: writes are plain on the single node, awaitable in a cluster
+    broker_config_listeners: list[BrokerConfigListener]
+    def dynamic_broker_configs(self) -> tuple[dict[str, str], dict[str, str]]: ...
+    def broker_configs(self, entity: str) -> dict[str, str]: ...
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None: ...
 
 
 def assign_replicas(brokers: list[BrokerInfo], num_partitions: int, replication_factor: int,
@@ -164,6 +173,7 @@ class LocalMetadataStore:
     """Single-node metadata kept in one JSON file in the data directory."""
 
     FILE_NAME = "kbroker-metadata.json"
+    BROKER_CONFIGS_FILE_NAME = "kbroker-broker-configs.json"
     PRODUCER_ID_BLOCK = 1000
 
     def __init__(self, data_dir: Path, broker: BrokerInfo, cluster_id: str | None = None) -> None:
@@ -175,6 +185,9 @@ class LocalMetadataStore:
         self._listeners: list[MetadataListener] = []
         self._next_producer_id_block = 0
         self.cluster_id = cluster_id or ""
+        self.broker_configs_path = Path(data_dir) / self.BROKER_CONFIGS_FILE_NAME
+        self._broker_configs: dict[str, dict[str, str]] = {}
+        self.broker_config_listeners: list[BrokerConfigListener] = []
         self._load()
         if not self.cluster_id:
             self.cluster_id = _new_cluster_id()
@@ -191,6 +204,9 @@ class LocalMetadataStore:
             info = TopicInfo(t["name"], uuid.UUID(t["topic_id"]), t["assignment"], dict(t.get("configs", {})))
             self._topics[info.name] = info
             self._by_id[info.topic_id] = info
+        if self.broker_configs_path.exists():
+            entities = json.loads(self.broker_configs_path.read_text()).get("entities", {})
+            self._broker_configs = {str(e): {str(k): str(v) for k, v in c.items()} for e, c in entities.items()}
 
     def _save(self) -> None:
         state = {
@@ -279,6 +295,26 @@ class LocalMetadataStore:
         self._next_producer_id_block = start + count
         self._save()
         return start
+
+    # -- dynamic broker configs ---------------------------------------------------------------------
+    def dynamic_broker_configs(self) -> tuple[dict[str, str], dict[str, str]]:
+        """(this broker's dynamic configs, the cluster-wide default ones)."""
+        return (dict(self._broker_configs.get(str(self.broker.node_id), {})),
+                dict(self._broker_configs.get(DEFAULT_BROKER_ENTITY, {})))
+
+    def broker_configs(self, entity: str) -> dict[str, str]:
+        return dict(self._broker_configs.get(entity, {}))
+
+    def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None:
+        """Replace `entity`'s dynamic configs (on disk before anyone hears of them)."""
+        updated = {**self._broker_configs, entity: dict(configs)}
+        state = {"version": 1, "entities": {e: c for e, c in sorted(updated.items()) if c}}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.broker_configs_path, json.dumps(state, indent=1).encode())
+        self._broker_configs = updated
+        own, default = self.dynamic_broker_configs()
+        for listener in self.broker_config_listeners:
+            listener(own, default)
 
     def _require(self, name: str) -> TopicInfo:
         info = self._topics.get(name)

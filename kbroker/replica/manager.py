@@ -148,6 +148,20 @@ class ReplicaManager:
             else:
                 partition.set_log_config(log_config, min_isr)
 
+    def reconfigure_logs(self) -> None:
+        """The broker's defaults changed (a dynamic broker config): every partition's config again,
+        its topic's overrides over the new defaults (Kafka's DynamicLogConfig.updateLogsConfig)."""
+        by_topic: dict[str, tuple[Any, int]] = {}
+        for tp, partition in self.partitions.items():
+            if tp.topic not in by_topic:
+                configs = self.metadata.configs_of(tp.topic)
+                if configs is None:
+                    info = self.metadata.topic(tp.topic)
+                    configs = info.configs if info else {}
+                by_topic[tp.topic] = (log_config_for(self.config, configs),
+                                      int(effective_topic_value(self.config, configs, "min.insync.replicas")))
+            partition.set_log_config(*by_topic[tp.topic])
+
     def _apply_configs(self, name: str, info: TopicInfo) -> None:
         log_config = log_config_for(self.config, info.configs)
         min_isr = int(effective_topic_value(self.config, info.configs, "min.insync.replicas"))

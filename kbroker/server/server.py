@@ -250,9 +250,9 @@ class KafkaServer:
                 await send_response(sock, response)
             conn.owed -= 1
 
-    async def _periodic(self, interval: float, job) -> None:
+    async def _periodic(self, interval, job) -> None:
         while True:
-            await trio.sleep(interval)
+            await trio.sleep(interval() if callable(interval) else interval)
             try:
                 job()
             except Exception:

@@ -1,0 +1,188 @@
+"""Dynamic broker configs, as Kafka's DynamicBrokerConfig has them: which broker keys may change at
+run time, the rules an AlterConfigs of a broker resource must pass, the stored configs laid over
+the running `BrokerConfig`, and DescribeConfigs of a broker with each value's source and synonyms.
+
+Two levels, highest precedence first: one broker's (resource name = its id; `/config/brokers/<id>`)
+and the cluster-wide default (empty name; `/config/brokers/<default>`), both over the static
+configs. The stores keep them (metadata/store.py on the single node, metadata/cluster.py in a
+cluster) as strings; `apply_stored` parses them into the config's layers, and the broker then
+reconfigures what reads them once (logs' configs, the throttles) — everything else reads
+`config.get` at use.
+"""
+
+from __future__ import annotations
+
+import logging
+from itertools import dropwhile
+from typing import Any, Iterable, Mapping
+
+from kbroker.config import (
+    BROKER_CONFIGS,
+    BROKER_QUOTA_CONFIGS,
+    TOPIC_CONFIGS,
+    BrokerConfig,
+    ConfigEntry,
+    ConfigSource,
+    _parse,
+    broker_config_def,
+    format_value,
+)
+from kbroker.errors import InvalidConfigError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_ENTITY = "<default>"  # Kafka's ZooKeeper name of the cluster-wide broker entity
+
+# Kafka's DynamicLogConfig.ReconfigurableConfigs: the first broker synonym of each topic config
+_LOG_KEYS = {synonyms[0] for _, synonyms in TOPIC_CONFIGS.values() if synonyms} | {"log.message.downconversion.enable"}
+_CLEANER_KEYS = {"log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
+                 "log.cleaner.io.buffer.size", "message.max.bytes", "log.cleaner.io.max.bytes.per.second",
+                 "log.cleaner.backoff.ms"}
+THREAD_KEYS = frozenset({"num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
+                         "background.threads"})
+_LISTENER_KEYS = {"advertised.listeners", "listeners", "listener.security.protocol.map", "max.connections",
+                  "max.connection.creation.rate", "num.network.threads"}
+_SOCKET_KEYS = {"max.connections.per.ip", "max.connections.per.ip.overrides", "max.connections",
+                "max.connection.creation.rate"}
+_OTHER_KEYS = {"metric.reporters", "producer.id.expiration.ms", "transaction.partition.verification.enable",
+               "remote.log.index.file.cache.total.size.bytes", "remote.fetch.max.wait.ms",
+               "remote.log.manager.copy.max.bytes.per.second", "remote.log.manager.fetch.max.bytes.per.second"}
+
+# every broker key that may change at run time (Kafka's DynamicConfig.Broker names, those kbroker knows)
+DYNAMIC_BROKER_KEYS = frozenset(_LOG_KEYS | _CLEANER_KEYS | THREAD_KEYS | _LISTENER_KEYS | _SOCKET_KEYS
+                                | _OTHER_KEYS | set(BROKER_QUOTA_CONFIGS))
+# set on one broker only, never as the cluster-wide default (Kafka's PerBrokerConfigs)
+PER_BROKER_KEYS = frozenset({"advertised.listeners", "listeners", "listener.security.protocol.map"})
+# what kbroker stores and describes but does not act on (docs/configuration.md)
+NO_EFFECT_KEYS = frozenset(THREAD_KEYS | {"num.network.threads", "log.cleaner.threads",
+                                          "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
+                                          "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second",
+                                          "max.connections.per.ip", "max.connections.per.ip.overrides",
+                                          "max.connection.creation.rate", "listener.security.protocol.map",
+                                          "metric.reporters", "transaction.partition.verification.enable",
+                                          "log.message.downconversion.enable", "unclean.leader.election.enable",
+                                          "replica.alter.log.dirs.io.max.bytes.per.second", "listeners",
+                                          "advertised.listeners"} | {k for k in _OTHER_KEYS if k.startswith("remote.")})
+
+# Kafka's DynamicBrokerConfig.brokerConfigSynonyms: one config under several names, highest first
+_SYNONYM_GROUPS = (("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+                   ("log.retention.ms", "log.retention.minutes", "log.retention.hours"))
+
+
+def broker_synonyms(name: str) -> tuple[str, ...]:
+    if name == "log.flush.interval.ms":  # the flush scheduler's interval is its default
+        return ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+    return next((group for group in _SYNONYM_GROUPS if name in group), (name,))
+
+
+def _scala_set(names: Iterable[str]) -> str:
+    return f"Set({', '.join(sorted(names))})"
+
+
+def validate_alter(config: BrokerConfig, resource_name: str, props: Mapping[str, str]) -> dict[str, Any]:
+    """The new dynamic configs of a broker entity (its id, or "" for the cluster-wide default) as
+    typed values; InvalidConfigError with Kafka's words when a key cannot change at run time, cannot
+    be a cluster default, or its value does not fit (alone, or with the rest of the config)."""
+    per_broker = resource_name != ""
+
+    def refuse(message: str) -> InvalidConfigError:
+        return InvalidConfigError(f"Invalid config value for resource ConfigResource(type=BROKER, "
+                                  f"name='{resource_name}'): {message}")
+
+    unknown = [k for k in props if broker_config_def(k) is None]
+    if unknown:  # Kafka stores custom keys; kbroker would silently ignore them, so it refuses
+        raise refuse(f"Unknown broker config name: {_scala_set(unknown)}")
+    static = [k for k in props if k not in DYNAMIC_BROKER_KEYS]
+    if static:
+        raise refuse(f"Cannot update these configs dynamically: {_scala_set(static)}")
+    try:
+        typed = {k: _parse(broker_config_def(k), v) for k, v in props.items()}
+    except InvalidConfigError as exc:
+        raise refuse(str(exc)) from None
+    if not per_broker and PER_BROKER_KEYS & set(props):
+        raise refuse("Cannot update these configs at default cluster level, broker id must be specified: "
+                     f"{_scala_set(PER_BROKER_KEYS & set(props))}")
+    trial = _with_layer(config, typed, per_broker)
+    try:
+        _check_thread_counts(config, trial)
+        trial.check_rules()
+    except InvalidConfigError as exc:
+        raise refuse(str(exc)) from None
+    return typed
+
+
+def _with_layer(config: BrokerConfig, typed: dict[str, Any], per_broker: bool) -> BrokerConfig:
+    return BrokerConfig(explicit=config.explicit, unknown=config.unknown,
+                        dynamic_default=config.dynamic_default if per_broker else typed,
+                        dynamic=typed if per_broker else config.dynamic)
+
+
+def _check_thread_counts(current: BrokerConfig, new: BrokerConfig) -> None:
+    """Kafka's DynamicThreadPool rule: a pool grows at most twofold and shrinks at most by half."""
+    for key in sorted(THREAD_KEYS):
+        old, value = current.get(key), new.get(key)
+        if value == old:
+            continue
+        words = f"Dynamic thread count update validation failed for {key}={value}"
+        if value < old / 2:
+            raise InvalidConfigError(f"{words}, value should be at least half the current value {old}")
+        if value > old * 2:
+            raise InvalidConfigError(f"{words}, value should not be greater than double the current value {old}")
+
+
+def _typed_layer(stored: Mapping[str, str], per_broker: bool, what: str) -> dict[str, Any]:
+    """Stored strings as typed values; what cannot be applied is left out with a warning, as Kafka's
+    fromPersistentProps ignores it (a key stored by a newer version, by hand, ...)."""
+    typed = {}
+    for key, value in stored.items():
+        definition = broker_config_def(key)
+        if definition is None or key not in DYNAMIC_BROKER_KEYS or (not per_broker and key in PER_BROKER_KEYS):
+            logger.warning("ignoring the %s dynamic config %s: it cannot be set there at run time", what, key)
+            continue
+        try:
+            typed[key] = _parse(definition, value)
+        except InvalidConfigError as exc:
+            logger.warning("ignoring the %s dynamic config %s: %s", what, key, exc)
+    return typed
+
+
+def apply_stored(config: BrokerConfig, own: Mapping[str, str], default: Mapping[str, str]) -> bool:
+    """Lay this broker's and the cluster-wide stored dynamic configs over `config`; False (and the
+    layers left as they were) when together they break a rule, as Kafka keeps its current config."""
+    layers = _typed_layer(own, True, "broker"), _typed_layer(default, False, "cluster-wide")
+    trial = BrokerConfig(explicit=config.explicit, unknown=config.unknown, dynamic=layers[0],
+                         dynamic_default=layers[1])
+    try:
+        trial.check_rules()
+    except InvalidConfigError as exc:
+        logger.error("dynamic broker configs not applied: %s", exc)
+        return False
+    config.dynamic, config.dynamic_default = layers
+    return True
+
+
+def describe_broker_config(config: BrokerConfig, per_broker: bool = True) -> list[ConfigEntry]:
+    """DescribeConfigs of a broker resource as Kafka's ConfigHelper answers it: for the broker's id,
+    every config with its value, the source of the value and its synonyms (dynamic, dynamic default,
+    static, default); for the empty name, only the cluster-wide default configs set. A config that
+    cannot change at run time is read-only."""
+    names = sorted({*BROKER_CONFIGS, *BROKER_QUOTA_CONFIGS}) if per_broker else sorted(config.dynamic_default)
+    entries = []
+    for name in names:
+        definition = broker_config_def(name)
+        group = broker_synonyms(name)
+        synonyms = config.set_synonyms(group) + [(n, format_value(broker_config_def(n).default),
+                                                  ConfigSource.DEFAULT_CONFIG)
+                                                 for n in group if broker_config_def(n).default is not None]
+        synonyms = list(dropwhile(lambda s: s[0] != name, synonyms))  # a larger-unit synonym never leads
+        if not per_broker:
+            synonyms = [s for s in synonyms if s[2] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        value = config.get(name) if per_broker else config.dynamic_default[name]
+        if definition.sensitive:
+            value, synonyms = None, [(n, None, s) for n, _, s in synonyms]
+        entries.append(ConfigEntry(name, None if value is None else format_value(value),
+                                   synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
+                                   name not in DYNAMIC_BROKER_KEYS, definition.sensitive, definition.type,
+                                   definition.doc, tuple(synonyms)))
+    return entries
+
