@@ -1,6 +1,7 @@
 // Small driver for the stock Java kafka-clients 3.9.0, used by compat-tests/test_java.py,
 // test_groups_java.py, test_cluster_java.py, test_cluster_java_admin.py, test_authorized_operations.py,
-// test_produce_validation.py and (through txnkit.py) test_transactions.py and test_cluster_transactions.py.
+// test_produce_validation.py, test_log_dirs.py and (through txnkit.py) test_transactions.py and
+// test_cluster_transactions.py.
 //
 // It makes exactly the calls Spark's Kafka connector makes: Admin describeTopics / listOffsets on
 // the driver, KafkaConsumer.assign + seek + poll on executors, an idempotent KafkaProducer for
@@ -46,6 +47,14 @@
 //   admin <bootstrap> authorized-ops <topic> <group>
 //       describeTopics / describeCluster / describeConsumerGroups with includeAuthorizedOperations(true);
 //       "OPS topic|cluster|group <names sorted, comma-separated>" ("OPS <kind> null" when absent)
+//   admin <bootstrap> log-dirs <broker> <topic> <p,p,...>
+//       describeLogDirs([broker]): one JSON line per log dir {"call":"log-dirs","dir":..,"error":<class or null>,
+//       "totalBytes":..,"usableBytes":..,"replicas":[{"topic":..,"partition":..,"size":..,"offsetLag":..,
+//       "isFuture":..},..]}; then describeReplicaLogDirs of those partitions on that broker, a line each:
+//       {"call":"replica-log-dirs","partition":p,"current":dir|null,"currentLag":..,"future":dir|null,"futureLag":..}
+//   admin <bootstrap> alter-log-dir <broker> <topic> <p> <dir>
+//       alterReplicaLogDirs({(topic, p, broker): dir}); {"call":"alter-log-dir","result":"ok"} or
+//       {"call":"alter-log-dir","error":"<exception class>","message":".."} (exit status 0)
 //   spark <bootstrap> <topic> <timeout_ms>
 //       the connector's read path: describeTopics, listOffsets earliest+latest, then per partition a
 //       consumer (group.id set, auto.offset.reset=none, no auto commit) assign+seek+poll up to latest.
@@ -103,6 +112,10 @@ import org.apache.kafka.clients.admin.DescribeClusterOptions;
 import org.apache.kafka.clients.admin.DescribeConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.DescribeTopicsOptions;
 import org.apache.kafka.clients.admin.DescribeProducersResult;
+import org.apache.kafka.clients.admin.DescribeReplicaLogDirsResult;
+import org.apache.kafka.clients.admin.LogDirDescription;
+import org.apache.kafka.clients.admin.ReplicaInfo;
+import org.apache.kafka.common.TopicPartitionReplica;
 import org.apache.kafka.clients.admin.ElectLeadersResult;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
@@ -423,6 +436,20 @@ public final class KbrokerHarness {
                                     + "}");
                     break;
                 }
+                case "log-dirs": logDirs(admin, Integer.parseInt(args[3]), args[4], args[5]); break;
+                case "alter-log-dir": {
+                    TopicPartitionReplica replica = new TopicPartitionReplica(args[4], Integer.parseInt(args[5]),
+                            Integer.parseInt(args[3]));
+                    try {
+                        admin.alterReplicaLogDirs(Collections.singletonMap(replica, args[6]))
+                                .all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+                        emit("{\"call\":\"alter-log-dir\",\"result\":\"ok\"}");
+                    } catch (ExecutionException e) {
+                        emit("{\"call\":\"alter-log-dir\",\"error\":" + jsonString(e.getCause().getClass().getName())
+                                + ",\"message\":" + jsonString(String.valueOf(e.getCause().getMessage())) + "}");
+                    }
+                    break;
+                }
                 case "authorized-ops": {
                     TopicDescription t = admin.describeTopics(Collections.singletonList(args[3]),
                             new DescribeTopicsOptions().includeAuthorizedOperations(true))
@@ -704,6 +731,38 @@ public final class KbrokerHarness {
             "range", "org.apache.kafka.clients.consumer.RangeAssignor",
             "roundrobin", "org.apache.kafka.clients.consumer.RoundRobinAssignor",
             "cooperative-sticky", "org.apache.kafka.clients.consumer.CooperativeStickyAssignor");
+
+    static void logDirs(Admin admin, int broker, String topic, String partitions) throws Exception {
+        Map<String, LogDirDescription> dirs = admin.describeLogDirs(Collections.singletonList(broker))
+                .allDescriptions().get(CALL_TIMEOUT_S, TimeUnit.SECONDS).get(broker);
+        for (Map.Entry<String, LogDirDescription> d : new TreeMap<>(dirs).entrySet()) {
+            LogDirDescription desc = d.getValue();
+            StringBuilder replicas = new StringBuilder();
+            for (Map.Entry<TopicPartition, ReplicaInfo> r : desc.replicaInfos().entrySet()) {
+                replicas.append(replicas.length() > 0 ? "," : "").append("{\"topic\":")
+                        .append(jsonString(r.getKey().topic())).append(",\"partition\":").append(r.getKey().partition())
+                        .append(",\"size\":").append(r.getValue().size()).append(",\"offsetLag\":")
+                        .append(r.getValue().offsetLag()).append(",\"isFuture\":").append(r.getValue().isFuture())
+                        .append("}");
+            }
+            emit("{\"call\":\"log-dirs\",\"dir\":" + jsonString(d.getKey()) + ",\"error\":"
+                    + (desc.error() == null ? "null" : jsonString(desc.error().getClass().getName()))
+                    + ",\"totalBytes\":" + desc.totalBytes().orElse(-1) + ",\"usableBytes\":"
+                    + desc.usableBytes().orElse(-1) + ",\"replicas\":[" + replicas + "]}");
+        }
+        List<TopicPartitionReplica> wanted = new ArrayList<>();
+        for (String p : partitions.split(",")) wanted.add(new TopicPartitionReplica(topic, Integer.parseInt(p), broker));
+        Map<TopicPartitionReplica, DescribeReplicaLogDirsResult.ReplicaLogDirInfo> infos =
+                admin.describeReplicaLogDirs(wanted).all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+        for (TopicPartitionReplica r : wanted) {
+            DescribeReplicaLogDirsResult.ReplicaLogDirInfo info = infos.get(r);
+            emit("{\"call\":\"replica-log-dirs\",\"partition\":" + r.partition() + ",\"current\":"
+                    + (info.getCurrentReplicaLogDir() == null ? "null" : jsonString(info.getCurrentReplicaLogDir()))
+                    + ",\"currentLag\":" + info.getCurrentReplicaOffsetLag() + ",\"future\":"
+                    + (info.getFutureReplicaLogDir() == null ? "null" : jsonString(info.getFutureReplicaLogDir()))
+                    + ",\"futureLag\":" + info.getFutureReplicaOffsetLag() + "}");
+        }
+    }
 
     static synchronized void emit(String json) {
         System.out.println(json);

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from kbroker.api import (
+    alter_replica_log_dirs,
     api_versions,
     cluster,
     configs,
@@ -98,6 +99,7 @@ DISPATCH: dict[int, ApiSpec] = {
     28: ApiSpec("TxnOffsetCommit", 0, 4, txn_offset_commit.handle),
     32: ApiSpec("DescribeConfigs", 1, 4, configs.describe_configs),
     33: ApiSpec("AlterConfigs", 0, 2, configs.alter_configs),
+    34: ApiSpec("AlterReplicaLogDirs", 1, 2, alter_replica_log_dirs.handle),
     35: ApiSpec("DescribeLogDirs", 1, 4, describe_log_dirs.handle),
     37: ApiSpec("CreatePartitions", 0, 3, topics.create_partitions),
     42: ApiSpec("DeleteGroups", 0, 2, groups.delete_groups),

@@ -15,17 +15,20 @@ def topic_metadata(ctx: RequestContext, info: TopicInfo) -> dict:
     if ctx.broker.cluster:
         return _cluster_topic_metadata(ctx, info)
     partitions = []
+    rm = ctx.broker.replica_manager
     for index, replicas in enumerate(info.assignment):
-        partition = ctx.broker.replica_manager.partitions.get((info.name, index))
+        partition = rm.partitions.get((info.name, index))
+        offline = (info.name, index) in rm.offline_partitions  # its log dir failed: no leader here
         leader = partition.leader_id if partition else -1
         partitions.append({
-            "error_code": ErrorCode.none if partition else ErrorCode.leader_not_available,
+            "error_code": ErrorCode.none if partition else
+            ErrorCode.kafka_storage_error if offline else ErrorCode.leader_not_available,
             "partition_index": index,
             "leader_id": leader,
             "leader_epoch": partition.leader_epoch if partition else -1,
             "replica_nodes": replicas,
             "isr_nodes": partition.isr if partition else [],
-            "offline_replicas": [],
+            "offline_replicas": [rm.node_id] if offline else [],
         })
     return _topic_entry(info, partitions)
 

@@ -51,6 +51,16 @@ class LogDirLock:
             f.close()  # closing the file drops its lock; the file itself stays, as Kafka's does
         self._files = []
 
+    def release_dir(self, d: Path) -> None:
+        """Drop the lock of one dir (it went offline), keeping the others'."""
+        target = (Path(d).absolute() / LOCK_FILE)
+        for f in [f for f in self._files if Path(f.name).absolute() == target]:
+            try:
+                f.close()
+            except OSError:
+                pass
+            self._files.remove(f)
+
 
 def _create_and_validate(d: Path) -> None:
     """Kafka's createAndValidateLogDirs, with its words."""

@@ -49,7 +49,9 @@ from kbroker.wire.records import (
     set_partition_leader_epoch,
 )
 
-__all__ = ["Log", "LogAppendInfo", "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "wall_clock_ms"]
+__all__ = ["Log", "LogAppendInfo", "DEFAULT_PRODUCER_ID_EXPIRATION_MS", "FUTURE_DIR_SUFFIX", "wall_clock_ms"]
+
+FUTURE_DIR_SUFFIX = "-future"  # Kafka's: a replica's copy being made in another log dir
 
 _logger = logging.getLogger(__name__)
 
@@ -90,10 +92,7 @@ class FlushPlan:
 class Log(LogLoading, LogRetention):
     def __init__(self, dir: Path, config: LogConfig, now_ms: Callable[[], int], *, cleaned: bool = False) -> None:
         self.dir = Path(dir)
-        try:
-            self.topic_partition: TopicPartition | None = TopicPartition.from_dir_name(self.dir.name)
-        except ValueError:
-            self.topic_partition = None
+        self.topic_partition: TopicPartition | None = _partition_of_dir(self.dir.name)
         self.config = config
         self._now_ms = now_ms
         self.segments: list[LogSegment] = []
@@ -113,6 +112,9 @@ class Log(LogLoading, LogRetention):
         # Compaction leaves offset gaps; recovery must then not read a gap as damage.
         self.cleaned = cleaned
         self.recovered_segments = 0  # segments checked batch by batch when the log was opened
+        # told of every truncation (the offset truncated to; None when the log restarted empty):
+        # a copy of this log being made elsewhere (a move between log dirs) must follow it
+        self.truncation_listener: Callable[[int | None], None] | None = None
 
     def batches_from(self, offset: int) -> Iterator[tuple[LogSegment, int, BatchHeader]]:
         """(segment, position, header) of every batch whose last offset >= `offset`, in order."""
@@ -592,6 +594,15 @@ class Log(LogLoading, LogRetention):
         for _d, seg in self._pending_deletes:
             seg.move_to_dir(new_dir)
 
+    def close_handlers(self) -> None:
+        """Close every file without writing anything (its log dir failed: writes may not work)."""
+        for seg in self.segments + [seg for _d, seg in self._pending_deletes]:
+            try:
+                seg.close_handlers()
+            except OSError:
+                pass
+        self.closed = True
+
     def delete(self) -> None:
         """Close and remove the whole directory."""
         for seg in self.segments:
@@ -610,3 +621,15 @@ class Log(LogLoading, LogRetention):
             f"hw={self.high_watermark}, segments={len(self.segments)})"
         )
 
+
+
+def _partition_of_dir(name: str) -> TopicPartition | None:
+    """The partition a log dir holds: `topic-partition`, or a future log's suffixed name."""
+    try:
+        return TopicPartition.from_dir_name(name)
+    except ValueError:
+        pass
+    try:
+        return TopicPartition.from_suffixed_dir_name(name, FUTURE_DIR_SUFFIX)
+    except ValueError:
+        return None

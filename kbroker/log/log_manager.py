@@ -5,14 +5,14 @@ Loads `topic-partition` directories at startup with the per-dir checkpoint files
 `cleaner-offset-checkpoint`) and the clean shutdown marker `.kafka_cleanshutdown`; creates and
 deletes logs; runs retention, compaction and interval flushes when the caller's scheduler asks;
 writes checkpoints and the marker on shutdown. `lock_dirs` (dir_lock.py) creates and checks the
-dirs and holds their `.lock` from before anything reads them until shutdown.
+dirs and holds their `.lock` from before anything reads them until shutdown. Future logs (moves
+between log dirs) and offline log dirs are the LogDirs mixin's (log_dirs.py).
 """
 
 from __future__ import annotations
 
 import logging
 import shutil
-import uuid
 from collections.abc import Callable, Mapping
 from collections import Counter
 from pathlib import Path
@@ -29,38 +29,45 @@ from kbroker.log.checkpoint import (
 )
 from kbroker.log.cleaner import Cleaner, LogToClean, logs_to_clean
 from kbroker.log.config import LogConfig
+from kbroker.errors import KafkaStorageError
 from kbroker.log.dir_lock import LogDirLock
 from kbroker.log.load_progress import LoadProgress
 from kbroker.log.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log, wall_clock_ms
+from kbroker.log.log_dirs import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LogDirs
 from kbroker.log.topic_partition import TopicPartition
 
-__all__ = ["LogManager", "CLEAN_SHUTDOWN_FILE", "DELETE_DIR_SUFFIX"]
+__all__ = ["LogManager", "CLEAN_SHUTDOWN_FILE", "DELETE_DIR_SUFFIX", "FUTURE_DIR_SUFFIX"]
 
 log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-DELETE_DIR_SUFFIX = "-delete"
-_FUTURE_DIR_SUFFIX = "-future"
 _STRAY_DIR_SUFFIX = "-stray"
 
 
-def _partition_dirs(d: Path) -> list[Path]:
-    """The partition log directories in log dir `d` (not those being deleted, moved or stray)."""
-    if not d.is_dir():
-        return []
-    found = []
-    for child in d.iterdir():
-        if not child.is_dir() or child.name.endswith((DELETE_DIR_SUFFIX, _FUTURE_DIR_SUFFIX, _STRAY_DIR_SUFFIX)):
+def _log_dir_entries(d: Path) -> list[tuple[Path, TopicPartition, bool]]:
+    """(directory, partition, is a future log) of every partition log in log dir `d`; deletions
+    interrupted by a restart are finished here, stray logs left alone."""
+    entries = []
+    for child in sorted(d.iterdir()):
+        if not child.is_dir():
             continue
+        name = child.name
+        if name.endswith(DELETE_DIR_SUFFIX):
+            shutil.rmtree(child, ignore_errors=True)
+            continue
+        if name.endswith(_STRAY_DIR_SUFFIX):
+            continue
+        future = name.endswith(FUTURE_DIR_SUFFIX)
         try:
-            TopicPartition.from_dir_name(child.name)
+            tp = (TopicPartition.from_suffixed_dir_name(name, FUTURE_DIR_SUFFIX) if future
+                  else TopicPartition.from_dir_name(name))
         except ValueError:
             continue
-        found.append(child)
-    return found
+        entries.append((child, tp, future))
+    return entries
 
 
-class LogManager:
+class LogManager(LogDirs):
     def __init__(
         self,
         log_dirs: list[Path],
@@ -86,6 +93,7 @@ class LogManager:
         self._delete_horizons: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()  # a clean failed: skipped until restart, as Kafka does
         self._dir_lock = dir_lock or LogDirLock(self.log_dirs)  # a broker may take it before binding
+        self._init_log_dirs()
 
     def lock_dirs(self) -> None:
         """Create and check the log dirs and take their `.lock` for this broker's life, before
@@ -107,9 +115,13 @@ class LogManager:
         """Load every partition directory. `topic_configs` gives per-topic configs known at boot
         (others get the default; `Log.update_config` can change them later)."""
         topic_configs = topic_configs or {}
-        progress = LoadProgress(sum(len(_partition_dirs(d)) for d in self.log_dirs), log.info)
+        futures: list[tuple[Path, TopicPartition, Log]] = []
+        entries = {}
         for d in self.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
+            entries[d] = _log_dir_entries(d)
+        progress = LoadProgress(sum(map(len, entries.values())), log.info)
+        for d in self.log_dirs:
             marker = d / CLEAN_SHUTDOWN_FILE
             clean = marker.exists()
             self.had_clean_shutdown[d] = clean
@@ -117,14 +129,10 @@ class LogManager:
             start_offsets = self._read_checkpoint(d / LOG_START_OFFSET_CHECKPOINT)
             high_watermarks = self._read_checkpoint(d / REPLICATION_OFFSET_CHECKPOINT)
             cleaner_offsets = self._read_checkpoint(d / CLEANER_OFFSET_CHECKPOINT)
-            for child in d.iterdir():
-                if child.is_dir() and child.name.endswith(DELETE_DIR_SUFFIX):
-                    shutil.rmtree(child, ignore_errors=True)  # a deletion interrupted by a restart
-            for child in sorted(_partition_dirs(d)):
-                tp = TopicPartition.from_dir_name(child.name)
-                if tp in self.logs:
+            for child, tp, future in entries[d]:
+                if tp in self.logs and not future:
                     raise RuntimeError(f"duplicate log directories for {tp}: {self._dir_of[tp]} and {d}")
-                self.logs[tp] = Log.open(
+                loaded = Log.open(
                     child,
                     topic_configs.get(tp.topic, self.default_config),
                     recovery_point=recovery_points.get(tp, 0),
@@ -134,14 +142,19 @@ class LogManager:
                     now_ms=self._now_ms,
                     cleaned=tp in cleaner_offsets,
                 )
+                progress.loaded(str(d), loaded.recovered_segments > 0)
+                if future:
+                    futures.append((d, tp, loaded))
+                    continue
+                self.logs[tp] = loaded
                 self._dir_of[tp] = d
-                progress.loaded(str(d), self.logs[tp].recovered_segments > 0)
                 if tp in cleaner_offsets:
                     self.cleaner_offsets[tp] = cleaner_offsets[tp]
             if clean:
                 # The marker only vouches for the shutdown that wrote it.
                 marker.unlink()
                 fsync_dir(d)
+        self._load_future_logs(futures)
 
     # --- logs -------------------------------------------------------------------------------------
 
@@ -151,12 +164,19 @@ class LogManager:
     def all_logs(self) -> list[Log]:
         return list(self.logs.values())
 
-    def _next_log_dir(self) -> Path:
-        """Kafka's choice: the log dir holding the fewest partitions."""
-        if len(self.log_dirs) == 1:
-            return self.log_dirs[0]
+    def _next_log_dir(self, tp: TopicPartition) -> Path:
+        """Kafka's choice: the dir AlterReplicaLogDirs named for `tp`, else the live log dir
+        holding the fewest partitions."""
+        live = self.live_log_dirs
+        if not live:
+            raise KafkaStorageError(f"no log directory is online: {', '.join(map(str, self.log_dirs))}")
+        preferred = self.preferred_dirs.pop(tp, None)
+        if preferred in live:
+            return preferred
+        if len(live) == 1:
+            return live[0]
         counts = Counter(self._dir_of.values())
-        return min(self.log_dirs, key=lambda d: counts[d])
+        return min(live, key=lambda d: counts[d])
 
     def get_or_create_log(self, tp: TopicPartition, config: LogConfig | None = None) -> Log:
         existing = self.logs.get(tp)
@@ -164,7 +184,9 @@ class LogManager:
             return existing
         if "/" in tp.topic or tp.topic in ("", ".", "..") or tp.partition < 0:
             raise ValueError(f"invalid topic partition {tp!r}")
-        d = self._next_log_dir()
+        if tp in self.offline_logs:
+            raise KafkaStorageError(f"the log of {tp} is in the offline log directory {self.offline_logs[tp]}")
+        d = self._next_log_dir(tp)
         d.mkdir(parents=True, exist_ok=True)
         new = Log.open(d / tp.dir_name, config or self.default_config, now_ms=self._now_ms)
         fsync_dir(d)
@@ -175,6 +197,9 @@ class LogManager:
     def delete_log(self, tp: TopicPartition) -> Log | None:
         """Kafka's async delete: rename the dir to `{topic}-{partition}.{uuid}-delete` now, remove it
         after file.delete.delay.ms (at a later cleanup_logs), so in-flight reads finish."""
+        self.abandon_future_log(tp)
+        self.preferred_dirs.pop(tp, None)
+        self.offline_logs.pop(tp, None)
         removed = self.logs.pop(tp, None)
         if removed is None:
             return None
@@ -182,7 +207,7 @@ class LogManager:
         self._uncleanable.discard(tp)
         had_cleaner_offset = self.cleaner_offsets.pop(tp, None) is not None
         d = self._dir_of.pop(tp)
-        removed.rename_dir(f"{tp.topic}-{tp.partition}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}")
+        removed.rename_dir(tp.suffixed_dir_name(DELETE_DIR_SUFFIX))
         fsync_dir(d)
         delay = removed.config.file_delete_delay_ms
         if delay <= 0:
@@ -203,35 +228,31 @@ class LogManager:
     # --- checkpoints ------------------------------------------------------------------------------
 
     def _logs_in(self, d: Path) -> dict[TopicPartition, Log]:
-        return {tp: lg for tp, lg in self.logs.items() if self._dir_of[tp] == d}
+        """The logs in `d`, current and future (a partition has at most one of each, in two dirs)."""
+        logs = {tp: lg for tp, lg in self.logs.items() if self._dir_of[tp] == d}
+        logs.update((tp, lg) for tp, lg in self.future_logs.items() if self._future_dir_of[tp] == d)
+        return logs
 
     def _write_checkpoint(self, d: Path, name: str, offsets: dict[TopicPartition, int]) -> None:
         OffsetCheckpointFile(d / name).write(offsets)
 
     def checkpoint_recovery_points(self) -> None:
-        for d in self.log_dirs:
-            self._write_checkpoint(
-                d, RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in self._logs_in(d).items()}
-            )
+        for d in self.live_log_dirs:
+            self._in_dir(d, "writing the recovery point checkpoint", lambda d=d: self._write_checkpoint(
+                d, RECOVERY_POINT_CHECKPOINT, {tp: lg.recovery_point for tp, lg in self._logs_in(d).items()}))
 
     def checkpoint_log_start_offsets(self) -> None:
         # As Kafka: only logs whose start moved past their first segment need the checkpoint.
-        for d in self.log_dirs:
-            self._write_checkpoint(
-                d,
-                LOG_START_OFFSET_CHECKPOINT,
-                {
-                    tp: lg.log_start_offset
-                    for tp, lg in self._logs_in(d).items()
-                    if lg.log_start_offset > lg.segments[0].base_offset
-                },
-            )
+        for d in self.live_log_dirs:
+            self._in_dir(d, "writing the log start offset checkpoint", lambda d=d: self._write_checkpoint(
+                d, LOG_START_OFFSET_CHECKPOINT,
+                {tp: lg.log_start_offset for tp, lg in self._logs_in(d).items()
+                 if lg.log_start_offset > lg.segments[0].base_offset}))
 
     def checkpoint_high_watermarks(self) -> None:
-        for d in self.log_dirs:
-            self._write_checkpoint(
-                d, REPLICATION_OFFSET_CHECKPOINT, {tp: lg.high_watermark for tp, lg in self._logs_in(d).items()}
-            )
+        for d in self.live_log_dirs:
+            self._in_dir(d, "writing the high watermark checkpoint", lambda d=d: self._write_checkpoint(
+                d, REPLICATION_OFFSET_CHECKPOINT, {tp: lg.high_watermark for tp, lg in self._logs_in(d).items()}))
 
     def _write_cleaner_checkpoint(self, d: Path) -> None:
         self._write_checkpoint(
@@ -240,8 +261,8 @@ class LogManager:
         )
 
     def checkpoint_cleaner_offsets(self) -> None:
-        for d in self.log_dirs:
-            self._write_cleaner_checkpoint(d)
+        for d in self.live_log_dirs:
+            self._in_dir(d, "writing the cleaner offset checkpoint", lambda d=d: self._write_cleaner_checkpoint(d))
 
     def _checkpoint_dir(self, d: Path) -> None:
         logs = self._logs_in(d)
@@ -260,9 +281,15 @@ class LogManager:
         expiry, and removal of deleted logs whose delay passed. Returns segments deleted."""
         now = self._now_ms() if now_ms is None else now_ms
         deleted = 0
-        for lg in list(self.logs.values()):
-            deleted += lg.delete_old_segments(now)
-            lg.remove_expired_producers(now, self.producer_id_expiration_ms)
+        for tp, lg in list(self.logs.items()):
+            if self.logs.get(tp) is not lg:
+                continue  # its dir went offline meanwhile
+
+            def retain(lg: Log = lg) -> None:
+                nonlocal deleted
+                deleted += lg.delete_old_segments(now)
+                lg.remove_expired_producers(now, self.producer_id_expiration_ms)
+            self._in_dir(self._dir_of[tp], f"retention of {tp}", retain)
         self._delete_due_logs(now)
         return deleted
 
@@ -308,27 +335,34 @@ class LogManager:
         flushes a rolled segment in the background). Returns the number of logs flushed."""
         now = self._now_ms() if now_ms is None else now_ms
         flushed = 0
-        for lg in list(self.logs.values()):
+        for tp, lg, d in [(tp, lg, self._dir_of[tp]) for tp, lg in self.logs.items()] + \
+                [(tp, lg, self._future_dir_of[tp]) for tp, lg in self.future_logs.items()]:
+            if lg.closed:
+                continue  # its dir went offline meanwhile
             if now - lg.last_flush_ms >= lg.config.flush_interval_ms:
-                lg.flush()
+                self._in_dir(d, f"flushing {tp}", lg.flush)
                 flushed += 1
             elif lg.recovery_point < lg.active_segment.base_offset:
-                lg.flush(lg.active_segment.base_offset)
+                self._in_dir(d, f"flushing {tp}", lambda lg=lg: lg.flush(lg.active_segment.base_offset))
                 flushed += 1
         return flushed
 
     def shutdown(self) -> None:
         """Flush and close every log, write all checkpoints, then the clean shutdown marker."""
-        for lg in self.logs.values():
-            lg.flush()
-            lg.close()
+        for lg in list(self.logs.values()) + list(self.future_logs.values()):
+            self._in_dir(self._dir_holding(lg), f"closing {lg.dir.name}", lambda lg=lg: (lg.flush(), lg.close()))
         self._delete_due_logs(0, force=True)
-        for d in self.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-            self._checkpoint_dir(d)
-            self._write_cleaner_checkpoint(d)
-            write_atomically(d / CLEAN_SHUTDOWN_FILE, b'{"version":0,"BrokerEpoch":-1}')
+        for d in self.live_log_dirs:  # an offline dir gets no clean-shutdown marker: the next start recovers it
+
+            def finish(d: Path = d) -> None:
+                d.mkdir(parents=True, exist_ok=True)
+                self._checkpoint_dir(d)
+                self._write_cleaner_checkpoint(d)
+                write_atomically(d / CLEAN_SHUTDOWN_FILE, b'{"version":0,"BrokerEpoch":-1}')
+            self._in_dir(d, "writing the shutdown checkpoints", finish)
         self.logs.clear()
         self._dir_of.clear()
+        self.future_logs.clear()
+        self._future_dir_of.clear()
         self._dir_lock.release()
 

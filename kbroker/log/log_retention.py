@@ -125,6 +125,8 @@ class LogRetention:
         if self._bases[0] > offset:
             self.truncate_fully_and_start_at(offset)
             return True
+        if self.truncation_listener is not None:
+            self.truncation_listener(offset)
         i = bisect_right(self._bases, offset)  # segments with base > offset go entirely
         removed = self._remove_segments_from(i)
         self._schedule_delete(removed)
@@ -143,6 +145,8 @@ class LogRetention:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop every segment and restart the log empty at `offset` (all offsets become `offset`)."""
+        if self.truncation_listener is not None:
+            self.truncation_listener(None)
         removed = self._remove_segments_from(0)
         self._schedule_delete(removed)
         self.producer_state.delete_all_snapshots()

@@ -203,7 +203,11 @@ class _LeaderFetcher:
                 entry = parts.get(tp)
                 if entry is None or m.replica_manager.partitions.get(tp) is not entry[0]:
                     continue
-                self._apply(tp, entry[0], entry[1], p)
+                log = entry[0].log
+                try:
+                    self._apply(tp, entry[0], entry[1], p)
+                except OSError as exc:  # the log's dir goes offline, with the partitions in it
+                    m.replica_manager.handle_log_failure(log, exc)
 
     def _apply(self, tp: TopicPartition, partition, state: _FetchState, p: Any) -> None:
         log = partition.log

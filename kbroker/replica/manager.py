@@ -15,11 +15,16 @@ Replication throttles (`quota.py`) are kept current from the topic configs here;
 sends nothing for a throttled partition to a follower outside the ISR while the leader quota is
 exceeded (Kafka's shouldLeaderThrottle), and counts what it sends to followers for throttled
 partitions.
+
+Log dirs: an I/O error on a log takes its log dir offline (LogManager) and its partitions with it
+(`offline_partitions`: KAFKA_STORAGE_ERROR to every request, never re-created elsewhere); when no
+log dir is left the broker halts, as Kafka does. AlterReplicaLogDirs moves are `log_dir_mover.py`.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -39,10 +44,13 @@ from kbroker.errors import (
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
+from kbroker.log.log import Log
 from kbroker.log.log_manager import LogManager
+from kbroker.log.topic_partition import MAX_DIR_NAME
 from kbroker.log.log_txn import AbortedTransaction
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.metadata.store import MetadataStore, TopicInfo
+from kbroker.replica.log_dir_mover import LogDirMover
 from kbroker.replica.partition import NO_LEADER, Partition
 from kbroker.replica.quota import ReplicationQuotas
 
@@ -113,12 +121,22 @@ class ReplicaManager:
         self.quotas = ReplicationQuotas(node_id, quota_clock_ms)
         # tiered storage: the RemoteLogManager (kbroker.tiered), set by the broker when enabled
         self.remote_storage = None
+        self.offline_partitions: dict[TopicPartition, Partition] = {}  # their log dir failed
+        self.log_dir_mover = LogDirMover(self, config.get("replica.alter.log.dirs.io.max.bytes.per.second"))
+        self.halt: Callable[[], None] = lambda: os._exit(1)  # no log dir left (Kafka's Exit.halt(1))
+        log_manager.dir_failure_listener = self._on_log_dir_failure
         metadata.add_listener(self._on_topic_change)
 
     # -- following the metadata --------------------------------------------------------------
     def startup(self) -> None:
         for info in list(self.metadata.topics().values()):
             self._on_topic_change(info.name, info)
+
+    def _new_partition(self, tp: TopicPartition, log: Log, topic_id: uuid.UUID, replicas: list[int]) -> Partition:
+        partition = Partition(tp, log, topic_id, replicas, self.node_id, self._wake, self.handle_log_failure)
+        if self.log_manager.get_future_log(tp) is not None:  # a move interrupted by a restart resumes
+            self.log_dir_mover.start_move(tp)
+        return partition
 
     def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
         self.quotas.update_topic(name, None if info is None else info.configs)
@@ -127,6 +145,9 @@ class ReplicaManager:
                 self._apply_configs(name, info)
             return
         if info is None:
+            for tp in [tp for tp in self.offline_partitions if tp.topic == name]:
+                del self.offline_partitions[tp]
+                self.log_manager.delete_log(tp)
             for tp in [tp for tp in self.partitions if tp.topic == name]:
                 del self.partitions[tp]
                 self.log_manager.delete_log(tp)
@@ -138,10 +159,10 @@ class ReplicaManager:
             tp = TopicPartition(name, index)
             partition = self.partitions.get(tp)
             if partition is None:
-                if self.node_id not in replicas:
+                if self.node_id not in replicas or tp in self.offline_partitions:
                     continue
                 log = self.log_manager.get_or_create_log(tp, log_config)
-                partition = self.partitions[tp] = Partition(tp, log, info.topic_id, replicas, self.node_id, self._wake)
+                partition = self.partitions[tp] = self._new_partition(tp, log, info.topic_id, replicas)
                 partition.set_log_config(log_config, min_isr)
                 # a leader alone in its ISR owns its whole log: the checkpointed HW may lag after a crash
                 partition.maybe_increment_high_watermark()
@@ -196,14 +217,21 @@ class ReplicaManager:
                 if self.node_id not in ps.replicas:
                     errors[key] = ErrorCode.unknown_topic_or_partition
                     continue
+                if tp in self.offline_partitions:  # Kafka: the controller learns the replica is offline
+                    errors[key] = ErrorCode.kafka_storage_error
+                    continue
                 partition = self.partitions.get(tp)
                 if partition is not None and ps.leader_epoch <= partition.leader_epoch:
                     errors[key] = ErrorCode.stale_controller_epoch  # Kafka's answer to an old leader epoch
                     continue
                 if partition is None:
-                    log = self.log_manager.get_or_create_log(tp, log_config)
+                    try:
+                        log = self.log_manager.get_or_create_log(tp, log_config)
+                    except KafkaStorageError:
+                        errors[key] = ErrorCode.kafka_storage_error
+                        continue
                     topic_id = topic.topic_id if topic.topic_id is not None else uuid.UUID(int=0)
-                    partition = Partition(tp, log, topic_id, list(ps.replicas), self.node_id, self._wake)
+                    partition = self._new_partition(tp, log, topic_id, list(ps.replicas))
                     partition.leader_id = NO_LEADER
                     partition.leader_epoch = -1
                     self.partitions[tp] = partition
@@ -246,6 +274,7 @@ class ReplicaManager:
                 partition = self.partitions.get(tp)
                 if ps.delete_partition:
                     self.partitions.pop(tp, None)
+                    self.offline_partitions.pop(tp, None)
                     if self.log_manager.get_log(tp) is not None:
                         self.log_manager.delete_log(tp)
                 elif partition is not None:
@@ -265,6 +294,7 @@ class ReplicaManager:
         as a StopReplica with deletion would have done had it arrived."""
         for tp in tps:
             partition = self.partitions.pop(tp, None)
+            self.offline_partitions.pop(tp, None)
             if self.log_manager.get_log(tp) is not None:
                 self.log_manager.delete_log(tp)
             if partition is not None:
@@ -362,6 +392,8 @@ class ReplicaManager:
     def get_partition(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)
         if partition is None:
+            if tp in self.offline_partitions:
+                raise KafkaStorageError(f"Partition {tp} is offline: its log directory failed.")
             info = self.metadata.topic(tp.topic)
             if info is None or not 0 <= tp.partition < info.num_partitions:
                 raise UnknownTopicOrPartitionError(f"This server does not host this topic-partition {tp}.")
@@ -422,8 +454,11 @@ class ReplicaManager:
             # an offset between the fetchable limit and the log end is in range; it yields nothing yet
             if log.log_start_offset <= fetch_offset and max_offset <= fetch_offset <= log.log_end_offset:
                 return result
-            info = log.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message,
-                            include_aborted_txns=with_aborted)
+            try:
+                info = log.read(fetch_offset, max_bytes, max_offset=max_offset, min_one_message=min_one_message,
+                                include_aborted_txns=with_aborted)
+            except OSError as exc:
+                raise self.handle_log_failure(log, exc) from exc
             if replica_id < 0 or not self.should_leader_throttle(partition, replica_id):
                 result.records = info.records  # a throttled follower gets nothing this time and asks again
                 result.aborted_transactions = info.aborted_transactions
@@ -463,6 +498,68 @@ class ReplicaManager:
         quota = self.quotas.leader
         size = sum(r.size for r in results if quota.is_throttled(r.topic_partition))
         quota.record(size)
+
+    # -- log dirs: failures and moves ---------------------------------------------------------------
+    def handle_log_failure(self, log: Log, exc: OSError) -> KafkaStorageError:
+        """An I/O error on `log`: its log dir goes offline with every partition in it (once);
+        returns the error the request that hit it answers."""
+        self.log_manager.fail_dir_of(log, exc)
+        return KafkaStorageError(f"I/O error on {log.dir.name}, its log directory is offline: {exc}")
+
+    def _on_log_dir_failure(self, d, tps: list[TopicPartition]) -> None:
+        for tp in tps:
+            partition = self.partitions.pop(tp, None)
+            if partition is None:
+                continue
+            self.offline_partitions[tp] = partition
+            self._isr_requests.pop(tp, None)
+            self.log_dir_mover.cancel_move(tp)
+            for listener in self.leadership_listeners:
+                listener(tp, False)
+            self._wake(tp)
+        if self.fetchers is not None and tps:
+            self.fetchers.remove_partitions(tps)
+        if not self.log_manager.live_log_dirs:
+            logger.critical("shutting down: every log dir (%s) has failed",
+                            ", ".join(str(d) for d in self.log_manager.log_dirs))
+            self.halt()
+
+    def alter_replica_log_dir(self, tp: TopicPartition, path: str) -> ErrorCode:
+        """AlterReplicaLogDirs for one partition, with Kafka's rules and answers."""
+        lm = self.log_manager
+        if len(tp.suffixed_dir_name("-future")) > MAX_DIR_NAME:
+            return ErrorCode.invalid_topic_exception
+        dest = lm.log_dir_named(path)
+        if dest is None:
+            return ErrorCode.log_dir_not_found
+        if dest in lm.offline_dirs or tp in self.offline_partitions:
+            return ErrorCode.kafka_storage_error
+        partition = self.partitions.get(tp)
+        if partition is None:  # placed there when it is created (Kafka answers REPLICA_NOT_AVAILABLE)
+            lm.preferred_dirs[tp] = dest
+            return ErrorCode.replica_not_available
+        if lm.future_dir_of(tp) not in (None, dest):  # another destination: that move stops
+            self.log_dir_mover.cancel_move(tp)
+            lm.abandon_future_log(tp)
+        if lm.dir_of(tp) == dest:
+            return ErrorCode.none
+        try:
+            lm.create_future_log(tp, dest)
+        except OSError as exc:
+            lm.mark_dir_offline(dest, f"creating the future log of {tp}: {exc}")
+            return ErrorCode.kafka_storage_error
+        self.log_dir_mover.start_move(tp)
+        return ErrorCode.none
+
+    def complete_log_dir_move(self, partition: Partition) -> None:
+        """The mover's swap: synchronous, between two appends."""
+        tp = partition.topic_partition
+        try:
+            log = self.log_manager.replace_current_with_future_log(tp)
+        except OSError as exc:
+            self.handle_log_failure(partition.log, exc)
+            return
+        partition.replace_log(log)
 
     def shutdown(self) -> None:
         if self.fetchers is not None:

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable
 
-from kbroker.errors import NotEnoughReplicasError
+from kbroker.errors import KafkaStorageError, NotEnoughReplicasError
 from kbroker.replica.group_commit import GroupCommit
 from kbroker.log.config import LONG_MAX
 from kbroker.log.log import Log
@@ -35,7 +35,8 @@ class FollowerState:
 
 class Partition:
     def __init__(self, tp: TopicPartition, log: Log, topic_id: uuid.UUID, replicas: list[int], node_id: int,
-                 on_new_data: Callable[[TopicPartition], None]) -> None:
+                 on_new_data: Callable[[TopicPartition], None],
+                 on_log_failure: Callable[[Log, OSError], KafkaStorageError] | None = None) -> None:
         self.topic_partition = tp
         self.log = log
         self.topic_id = topic_id
@@ -54,6 +55,17 @@ class Partition:
         self.flush_interval_messages = log.config.flush_interval_messages
         self.min_insync_replicas = 1
         self.group_commit = GroupCommit(log)
+        self._on_log_failure = on_log_failure  # an I/O error: the log's dir goes offline
+
+    def replace_log(self, log: Log) -> None:
+        """The log moved to another log dir (the swap of a move): serve the new one."""
+        self.log = log
+        self.group_commit = GroupCommit(log)
+
+    def storage_error(self, log: Log, exc: OSError) -> KafkaStorageError:
+        if self._on_log_failure is not None:
+            return self._on_log_failure(log, exc)
+        return KafkaStorageError(f"I/O error on the log of {self.topic_partition}: {exc}")
 
     @property
     def is_leader(self) -> bool:
@@ -139,7 +151,11 @@ class Partition:
                 f"The size of the current ISR {self.isr} is insufficient to satisfy the min.isr requirement of "
                 f"{self.min_insync_replicas} for partition {self.topic_partition}"
             )
-        info = self.log.append_as_leader(buf, batches, leader_epoch=self.leader_epoch, from_client=from_client)
+        log = self.log
+        try:
+            info = log.append_as_leader(buf, batches, leader_epoch=self.leader_epoch, from_client=from_client)
+        except OSError as exc:
+            raise self.storage_error(log, exc) from exc
         self.maybe_increment_high_watermark()
         if self.followers:
             self._on_new_data(self.topic_partition)  # followers' parked fetches want the new batch
@@ -154,7 +170,13 @@ class Partition:
     async def maybe_flush(self) -> None:
         """Before acknowledging: fsync if `flush.messages` appended messages are not on disk yet."""
         if self.log.unflushed_messages >= self.flush_interval_messages:
-            await self.group_commit.flush_to(self.log.log_end_offset)
+            commit = self.group_commit
+            try:
+                await commit.flush_to(self.log.log_end_offset)
+            except KafkaStorageError as exc:
+                if isinstance(exc.__cause__, OSError):
+                    raise self.storage_error(commit.log, exc.__cause__) from exc
+                raise
 
     # -- the leader's view of its followers ---------------------------------------------------------
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
