@@ -268,9 +268,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("replica.fetch.response.max.bytes", _I, 10485760, "Bytes of a follower's whole fetch.",
                   _at_least(0)),
         ConfigDef("replica.fetch.backoff.ms", _I, 1000, "Pause after a failed follower fetch.", _at_least(0)),
-        ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX, "Upper bound (bytes/s) on "
-                  "copying a replica's log to another log dir of this broker (AlterReplicaLogDirs). Kafka sets it "
-                  "only at run time; kbroker reads it from the static config.", _at_least(1)),
         ConfigDef("replica.socket.timeout.ms", _I, 30000, "Timeout of a follower's fetch request.", _at_least(1)),
         ConfigDef("auto.leader.rebalance.enable", _B, True, "Move leadership back to preferred replicas."),
         ConfigDef("leader.imbalance.check.interval.seconds", _L, 300, "How often leader balance is checked.",
@@ -427,7 +424,7 @@ BROKER_QUOTA_CONFIGS: dict[str, ConfigDef] = {
                   "traffic this broker fetches as follower of the replicas in follower.replication.throttled.replicas.",
                   _at_least(0)),
         ConfigDef("replica.alter.log.dirs.io.max.bytes.per.second", _L, LONG_MAX, "Upper bound (bytes/s) on "
-                  "moves between this broker's log dirs (accepted, no effect).", _at_least(0)),
+                  "copying a replica's log to another log dir of this broker (AlterReplicaLogDirs).", _at_least(1)),
     ]
 }
 

@@ -17,7 +17,7 @@ that log's dir offline (ReplicaManager.handle_log_failure), which ends the move.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import trio
 
@@ -34,9 +34,9 @@ CHUNK_BYTES = 1 << 20  # per read of the current log (a larger first batch still
 
 
 class LogDirMover:
-    def __init__(self, replica_manager: ReplicaManager, max_bytes_per_s: int) -> None:
+    def __init__(self, replica_manager: ReplicaManager, max_bytes_per_s: Callable[[], int]) -> None:
         self._rm = replica_manager
-        self._max_bytes_per_s = max_bytes_per_s
+        self._max_bytes_per_s = max_bytes_per_s  # read per chunk: a dynamic broker config
         self._pending: set[TopicPartition] = set()
         self._moving: dict[TopicPartition, trio.CancelScope] = {}
         self._wake = trio.Event()
@@ -129,7 +129,8 @@ class LogDirMover:
 
     async def _pace(self, copied: int) -> None:
         """Within the rate: a chunk of n bytes is followed by n / rate seconds (at least a yield)."""
-        await trio.sleep(copied / self._max_bytes_per_s if self._max_bytes_per_s > 0 else 0)
+        rate = self._max_bytes_per_s()
+        await trio.sleep(copied / rate if rate > 0 else 0)
 
 
 def _follow(current: Log, future: Log, truncations: list[int | None]) -> None:

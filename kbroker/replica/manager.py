@@ -122,7 +122,7 @@ class ReplicaManager:
         # tiered storage: the RemoteLogManager (kbroker.tiered), set by the broker when enabled
         self.remote_storage = None
         self.offline_partitions: dict[TopicPartition, Partition] = {}  # their log dir failed
-        self.log_dir_mover = LogDirMover(self, config.get("replica.alter.log.dirs.io.max.bytes.per.second"))
+        self.log_dir_mover = LogDirMover(self, lambda: config.get("replica.alter.log.dirs.io.max.bytes.per.second"))
         self.halt: Callable[[], None] = lambda: os._exit(1)  # no log dir left (Kafka's Exit.halt(1))
         log_manager.dir_failure_listener = self._on_log_dir_failure
         metadata.add_listener(self._on_topic_change)
