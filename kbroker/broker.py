@@ -34,6 +34,7 @@ from kbroker.group.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
 from kbroker.log.dir_lock import LogDirLock
 from kbroker.log.log_manager import LogManager
 from kbroker.log.topic_partition import TopicPartition
+from kbroker.metrics.stats import BrokerStats
 from kbroker.metadata.store import (
     INTERNAL_TOPICS,
     BrokerInfo,
@@ -124,6 +125,10 @@ class Broker:
             self.replica_manager.remote_storage = self.remote_log_manager
         self.view_reader = ViewReader(self.replica_manager)
         self.producer_ids = ProducerIdManager(self.metadata)
+        # the request path's counters, read by the Prometheus collector; None (nothing counted) when off
+        self.stats = BrokerStats() if config.metrics_listener is not None else None
+        if self.stats is not None:
+            self.metadata.add_listener(lambda name, info: info is None and self.stats.forget_topic(name))
         self.group_coordinator = GroupCoordinator(_group_config(config), PartitionOffsetsLog(self.replica_manager, now_ms),
                                                   now_ms)
         self.txn_coordinator = TransactionCoordinator(

@@ -72,6 +72,9 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
         await partition.maybe_flush()
     except KafkaError as exc:
         return _error(index, exc)
+    stats = ctx.broker.stats
+    if stats is not None and not getattr(info, "duplicate", False):
+        stats.record_produce(topic, len(buf), batches[0][1].records_count)
     if waits is not None:  # a duplicate waits too: the original batch may not be replicated yet
         waits.append((partition, info.last_offset + 1, index))
     return {"index": index, "error_code": ErrorCode.none, "base_offset": info.first_offset,
