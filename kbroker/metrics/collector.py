@@ -16,12 +16,9 @@ from typing import Any, Callable, Iterator
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
+from prometheus_client.utils import floatToGoString
 
 from kbroker.metrics.stats import BrokerStats
-
-
-def _bound(value: float) -> str:
-    return "+Inf" if value == float("inf") else f"{value:g}"
 
 
 class BrokerCollector:
@@ -73,7 +70,7 @@ class BrokerCollector:
         for name, stats in sorted(self.stats.requests.items()):
             for version, count in sorted(stats.per_version.items()):
                 requests.add_metric([name, str(version)], count)
-            latency.add_metric([name], [(_bound(b), n) for b, n in stats.cumulative_buckets()], stats.sum_ms)
+            latency.add_metric([name], [(floatToGoString(b), n) for b, n in stats.cumulative_buckets()], stats.sum_ms)
         yield requests
         yield latency
 
