@@ -515,6 +515,13 @@ def phase_views(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_metrics(ctx: Ctx) -> list[dict]:
+    """Produce with Prometheus metrics off and on, paired on two brokers of its own (benchmarks/metrics.py)."""
+    from benchmarks.metrics import phase_metrics as run
+
+    return run(ctx)
+
+
 PHASES = {
     "produce": phase_produce,
     "consume": phase_consume,
@@ -528,10 +535,11 @@ PHASES = {
     "durability": phase_durability,
     "partitions10k": phase_partitions10k,
     "delayed": phase_delayed,
+    "metrics": phase_metrics,
     "cluster": phase_cluster,
     "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,
 }
-REPEATABLE = {"produce", "consume", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k"}
+REPEATABLE = {"produce", "metrics", "consume", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k"}
 # left out of --quick and of runs against --bootstrap unless named in --only
-OPT_IN = {"cluster", "clustertxn", "cluster3k"}
+OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics"}

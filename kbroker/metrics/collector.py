@@ -163,9 +163,29 @@ def build_registry(broker: Any, stats: BrokerStats, connections: Callable[[], in
     return registry
 
 
+class _Collected:
+    """Metric families already collected, as generate_latest wants them (anything with collect())."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> list[Metric]:
+        return self.families
+
+
+def collect(registry: CollectorRegistry) -> list[Metric]:
+    """Every family's samples, read now: where the broker's state is (the event loop)."""
+    return list(registry.collect())
+
+
+def encode(families: list[Metric]) -> bytes:
+    """The scrape body, Prometheus text format 0.0.4, from collected families: touches nothing of
+    the broker, so it may run in another thread."""
+    return generate_latest(_Collected(families))
+
+
 def render(registry: CollectorRegistry) -> bytes:
-    """The scrape body, Prometheus text format 0.0.4."""
-    return generate_latest(registry)
+    return encode(collect(registry))
 
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -1,11 +1,13 @@
 """The Prometheus endpoint on `metrics.listener`: GET (or HEAD) /metrics over HTTP/1.1, keep-alive,
-parsed by h11. Socket I/O, so it lives in server/; the body comes from a callable
-(kbroker/metrics/collector.render), run on the event loop so it reads the broker's state between
-two requests, never in the middle of one.
+parsed by h11. Socket I/O, so it lives in server/. A scrape takes the broker's metrics in two
+steps (kbroker/metrics/collector): `collect()` on the event loop, so it reads the broker's state
+between two requests, never in the middle of one; `encode()` (the text format, the larger part
+with many partitions) in a worker thread, so the event loop keeps serving meanwhile.
 
 Everything is bounded: a request head of at most MAX_REQUEST_HEAD bytes (431 beyond), a request
-body of at most MAX_REQUEST_BODY (413), MAX_CONNECTIONS scrapers at once, an idle connection
-closed after IDLE_TIMEOUT_S. Anything malformed gets h11's 4xx and a closed connection.
+body of at most MAX_REQUEST_BODY (413), MAX_CONNECTIONS scrapers at once, one encoding at a time,
+an idle connection closed after IDLE_TIMEOUT_S. Anything malformed gets h11's 4xx and a closed
+connection.
 """
 
 from __future__ import annotations
@@ -38,24 +40,26 @@ async def bind_metrics_listeners(host: str, port: int) -> list[trio.SocketListen
                            f"{exc.strerror or exc}.") from None
 
 
-def answer(request: h11.Request, render: Callable[[], bytes], content_type: str) -> tuple[int, list, bytes]:
-    """(status, headers, body) for one request: the metrics for GET/HEAD /metrics (any query)."""
+def answer(request: h11.Request) -> tuple[int, list, bytes | None]:
+    """(status, headers, body) for one request; body None: the metrics (GET/HEAD /metrics, any query)."""
     path = request.target.split(b"?", 1)[0]
     if path != METRICS_PATH:
         return 404, [(b"content-type", b"text/plain; charset=utf-8")], b"Not found: metrics are at /metrics\n"
     if request.method not in (b"GET", b"HEAD"):
         return 405, [(b"allow", b"GET, HEAD"), (b"content-type", b"text/plain; charset=utf-8")], \
             b"Method not allowed\n"
-    body = render()
-    return 200, [(b"content-type", content_type.encode())], body
+    return 200, [], None
 
 
 class MetricsEndpoint:
-    def __init__(self, listeners: list[trio.SocketListener], render: Callable[[], bytes], content_type: str) -> None:
+    def __init__(self, listeners: list[trio.SocketListener], collect: Callable[[], Any], encode: Callable[[Any], bytes],
+                 content_type: str) -> None:
         self.listeners = listeners
-        self.render = render
+        self.collect = collect
+        self.encode = encode
         self.content_type = content_type
         self.open_connections = 0
+        self._encoding = trio.CapacityLimiter(1)
 
     @property
     def port(self) -> int:
@@ -102,7 +106,10 @@ class MetricsEndpoint:
                     if body_size > MAX_REQUEST_BODY:
                         await self._refuse(conn, stream, 413, "request body too large")
                         return
-            status, headers, body = answer(request, self.render, self.content_type)
+            status, headers, body = answer(request)
+            if body is None:
+                headers = [(b"content-type", self.content_type.encode())]
+                body = await trio.to_thread.run_sync(self.encode, self.collect(), limiter=self._encoding)
             if request.method == b"HEAD":
                 headers, body = headers + [(b"content-length", str(len(body)).encode())], b""
             await self._send(conn, stream, status, headers, body)

@@ -359,11 +359,11 @@ class KafkaServer:
 
     async def _serve_metrics(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """The Prometheus endpoint (metrics.listener): the broker's registry rendered per scrape."""
-        from kbroker.metrics.collector import CONTENT_TYPE, build_registry, render
+        from kbroker.metrics.collector import CONTENT_TYPE, build_registry, collect, encode
 
         registry = build_registry(self.broker, self.broker.stats, lambda: len(self._connections),
                                   self.config.listeners[0][0])
-        self.metrics = MetricsEndpoint(self.metrics_listeners, lambda: render(registry), CONTENT_TYPE)
+        self.metrics = MetricsEndpoint(self.metrics_listeners, lambda: collect(registry), encode, CONTENT_TYPE)
         host = self.config.metrics_listener[0] or "0.0.0.0"
         logger.info("metrics served on http://%s:%d/metrics", host, self.metrics.port)
         await self.metrics.run(task_status=task_status)

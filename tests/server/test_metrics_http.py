@@ -14,8 +14,8 @@ from kbroker.server.metrics_http import MetricsEndpoint
 BODY = b"kafka_controller_kafkacontroller_activecontrollercount 1.0\n"
 
 
-def _endpoint(render=lambda: BODY) -> MetricsEndpoint:
-    return MetricsEndpoint([], render, "text/plain; version=0.0.4; charset=utf-8")
+def _endpoint(collect=lambda: BODY) -> MetricsEndpoint:
+    return MetricsEndpoint([], collect, lambda collected: collected, "text/plain; version=0.0.4; charset=utf-8")
 
 
 async def _read_response(stream, client: h11.Connection) -> tuple[int, dict, bytes] | None:
