@@ -9,7 +9,11 @@ machine does), each run into a fresh topic right after prime_page_cache():
   per-request counting at its most frequent, judged by the broker's CPU per request (the request
   rate follows the harness's reading thread as much as the broker).
 
-Rows report each mode's figures over its two runs and the on/off ratios the targets judge.
+Rows report each mode's figures over its two runs and the on/off ratios the targets judge. On a
+shared 2-core machine those ratios move by several percent from run to run, more than the
+counting costs; so a last row times the counting itself (what one Produce request adds: two clock
+reads, the topic's and the API's counters, as api/dispatch.py and api/produce.py do them) in
+this process and sets it against the broker's CPU per request with metrics off.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ import shutil
 import statistics
 import threading
 import time
+import timeit
 import urllib.request
 
 from benchmarks import clients, kwire
 from benchmarks.broker import OwnBroker
 from benchmarks.phases import Ctx, Meter, _combined, prime_page_cache, row
+from kbroker.metrics.stats import BrokerStats
 
 SIZE = 1024
 ORDER = ("off", "on", "on", "off")
@@ -136,6 +142,7 @@ def phase_metrics(ctx: Ctx) -> list[dict]:
                 label = "metrics off" if mode == "off" else f"metrics on, scraped every {SCRAPE_INTERVAL_S:g} s"
                 rows.append(row(f"metrics.{workload}.{mode}", "metrics", f"{name}, {label}", kind, merged[mode]))
         rows.append(_scrape_row(ctx, brokers["on"], scraper.url))
+        rows.append(_counting_row(rows))
     finally:
         for broker in brokers.values():
             broker.stop()
@@ -157,3 +164,21 @@ def _scrape_row(ctx: Ctx, broker: OwnBroker, url: str) -> dict:
                f"({scraper.size / 1e6:.1f} MB of text)", "latency",
                {"p50_ms": times[len(times) // 2] if times else None, "p99_ms": times[-1] if times else None,
                 "max_ms": times[-1] if times else None, "bytes": scraper.size, "errors": scraper.errors})
+
+
+def _counting_row(rows: list[dict]) -> dict:
+    stats = BrokerStats()
+    clock = time.perf_counter
+
+    def one_produce_request() -> None:
+        started = clock()
+        stats.record_produce("orders", 1100, 1)
+        stats.record_request("Produce", 9, clock() - started)
+
+    n = 200_000
+    ns = min(timeit.repeat(one_produce_request, number=n, repeat=5)) / n * 1e9
+    off = next((r["metrics"] for r in rows if r["key"] == "metrics.requests.off"), {})
+    request_us = (off.get("broker_user_us_per_request") or 0) + (off.get("broker_sys_us_per_request") or 0)
+    m = {"counting_ns": ns, "request_us": request_us or None,
+         "share_of_request": ns / 1000 / request_us if request_us else None}
+    return row("metrics.counting", "metrics", "the counting one Produce request adds", "counting", m)
