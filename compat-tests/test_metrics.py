@@ -111,3 +111,16 @@ def test_a_long_poll_is_seen_in_the_fetch_purgatory(kbroker, kt, url):
         stop.set()
         poller.join(10)
         consumer.close()
+
+
+def test_a_delayed_record_counts_once_when_produced_not_again_when_delivered(kbroker, kt, url):
+    ck = kt.require_module("confluent_kafka")
+    topic = kt.topic_name("metrics", "delayed")
+    _create(kbroker.bootstrap, topic, 1)
+    producer = ck.Producer({"bootstrap.servers": kbroker.bootstrap, "acks": "all"})
+    producer.produce(topic, value=b"later", partition=0, headers=[("delay.ms", b"300")])
+    assert producer.flush(30) == 0
+    assert mk.value(mk.scrape(url), "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 1
+    kt.wait_until(lambda: mk.value(mk.scrape(url), "kafka_log_log_logendoffset", topic=topic, partition="0") == 1,
+                  15, "the delayed record's delivery")
+    assert mk.value(mk.scrape(url), "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 1
