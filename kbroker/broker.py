@@ -34,7 +34,6 @@ from kbroker.group.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
 from kbroker.log.dir_lock import LogDirLock
 from kbroker.log.log_manager import LogManager
 from kbroker.log.topic_partition import TopicPartition
-from kbroker.metrics.stats import BrokerStats
 from kbroker.metadata.store import (
     INTERNAL_TOPICS,
     BrokerInfo,
@@ -44,6 +43,7 @@ from kbroker.metadata.store import (
     validate_assignment,
     validate_topic_name,
 )
+from kbroker.metrics.stats import BrokerStats
 from kbroker.replica.manager import ReplicaManager
 from kbroker.retry.topics import check_retry_configs, create_retry_topics
 from kbroker.replica.txn_markers import MarkerWrite, write_markers

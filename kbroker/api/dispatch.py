@@ -9,8 +9,8 @@ top-level error field, anything unexpected UNKNOWN_SERVER_ERROR, and the broker 
 from __future__ import annotations
 
 import logging
-from time import perf_counter
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any, Awaitable, Callable
 
 from kbroker.api import (

@@ -78,7 +78,8 @@ class BrokerCollector:
     @staticmethod
     def _purgatories(rm: Any) -> Iterator[Metric]:
         family = GaugeMetricFamily("kafka_server_delayedoperationpurgatory_purgatorysize", "Requests waiting: "
-                                   "Produce for their ISR (acks=all), Fetch for min.bytes.",
+                                   "Produce, appends for their ISR (acks=all, offset commits, markers); Fetch, for "
+                                   "min.bytes.",
                                    labels=["delayedoperation"])
         family.add_metric(["Produce"], rm.delayed_produces)
         family.add_metric(["Fetch"], rm.delayed_fetches)
