@@ -538,6 +538,11 @@ def phase_fixture(ctx: Ctx) -> list[dict]:
     return [row(f"fixture.{mode}", "fixture", f"KafkaContainer(mode={mode!r}).start()", "startup",
                 measure(mode, ctx.scale.fixture_starts))
             for mode in ("thread", "process")]
+def phase_metrics(ctx: Ctx) -> list[dict]:
+    """Produce with Prometheus metrics off and on, paired on two brokers of its own (benchmarks/metrics.py)."""
+    from benchmarks.metrics import phase_metrics as run
+
+    return run(ctx)
 
 
 PHASES = {
@@ -555,10 +560,11 @@ PHASES = {
     "delayed": phase_delayed,
     "tiered": phase_tiered,
     "fixture": phase_fixture,
+    "metrics": phase_metrics,
     "cluster": phase_cluster,
     "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,
 }
-REPEATABLE = {"produce", "consume", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k"}
+REPEATABLE = {"produce", "metrics", "consume", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k"}
 # left out of --quick and of runs against --bootstrap unless named in --only
-OPT_IN = {"cluster", "clustertxn", "cluster3k"}
+OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics"}

@@ -42,6 +42,10 @@ TARGETS = {
                           ("read_committed", ("ratio_to_uncommitted", ">=", 0.9, "≥ 90% of read_uncommitted")))},
     "e2e": [("p99_ms", "<=", 10, "p99 ≤ 10 ms")],
     "latency": [("p99_ms", "<=", 1, "p99 ≤ 1 ms")],
+    "metrics.produce.on": [("ratio_to_off", ">=", 0.95, "≥ 95% of metrics off (no measurable slowdown)")],
+    "metrics.requests.on": [("cpu_ratio_to_off", "<=", 1.05,
+                             "broker CPU per request ≤ 105% of metrics off (no measurable slowdown)")],
+    "metrics.counting": [("share_of_request", "<=", 0.02, "≤ 2% of a request's broker CPU")],
     "delayed": [("late_over_100ms", "==", 0, "every record ≤ 100 ms after its due time"), ("lost", "==", 0, "none lost")],
     "fixture.thread": [("cold_start_ms", "<=", 1000, "first start ≤ 1 s, imports included"),
                        ("p50_ms", "<=", 100, "later starts ≤ 100 ms")],
@@ -70,8 +74,10 @@ REFERENCES = {
     "cluster.consume.rf3.p1": "(Kafka 3.8: 298 MB/s)",
     "cluster.consume.rf3.p6": "(Kafka 3.8: 298 MB/s)",
 }
-RATIOS = {"ratio_to_local": "local", "ratio_to_unfiltered": "unfiltered", "ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted"}
+RATIOS = {"ratio_to_local": "local", "ratio_to_off": "metrics off", "ratio_to_unfiltered": "unfiltered", "ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted"}
 QUICK_NA = {"partitions10k", "connections",  # targets stated for full-size numbers only
+            # quick runs last a few CPU clock ticks (10 ms): the on/off ratios are noise
+            "metrics.produce.on", "metrics.requests.on",
             # ratios of runs lasting ~10 ms (20 transactions, 20 MB reads): one scheduler hiccup decides them
             *(key for key in TARGETS if key.startswith(("txn.", "clustertxn.")))}
 
@@ -240,9 +246,12 @@ def describe(row: dict) -> str:
             s += f"  {_f(m['late_over_100ms'], '{:.0f}')} > 100 ms late, {_f(m.get('early'), '{:.0f}')} early"
         return s
     if kind == "requests":
-        return (f"{_f(m.get('requests_s'), '{:,.0f}')} req/s  {_f(m.get('mb_s'))} MB/s  broker "
-                f"{_f(m.get('broker_user_us_per_request'), '{:.0f}')} us user + "
-                f"{_f(m.get('broker_sys_us_per_request'), '{:.0f}')} us sys per request")
+        s = (f"{_f(m.get('requests_s'), '{:,.0f}')} req/s  {_f(m.get('mb_s'))} MB/s  broker "
+             f"{_f(m.get('broker_user_us_per_request'), '{:.0f}')} us user + "
+             f"{_f(m.get('broker_sys_us_per_request'), '{:.0f}')} us sys per request")
+        if "cpu_ratio_to_off" in m:
+            s += f"  (CPU {_f(m['cpu_ratio_to_off'] * 100, '{:.0f}')}% of metrics off)"
+        return s
     if kind == "connections":
         return (f"{_f(m['opened'], '{:.0f}')}/{m['requested']} open in {_f(m['open_s'])} s; produce+consume "
                 f"{'ok' if m.get('serve_ok') else 'FAILED'}; re-probe {_f(m.get('reprobe_ok'), '{:.0f}')} ok")
@@ -276,6 +285,10 @@ def describe(row: dict) -> str:
     if kind == "startup":
         return (f"first start {_f(m.get('cold_start_ms'), '{:.0f}')} ms (imports included); later starts p50 "
                 f"{_f(m.get('p50_ms'), '{:.0f}')} ms, max {_f(m.get('max_ms'), '{:.0f}')} ms")
+    if kind == "counting":
+        return (f"{_f(m.get('counting_ns'), '{:.0f}')} ns per request = "
+                f"{_f((m.get('share_of_request') or float('nan')) * 100, '{:.2f}')}% of the broker's "
+                f"{_f(m.get('request_us'), '{:.0f}')} us per request (metrics off)")
     if kind == "error":
         return m.get("error", "")[:100]
     return json.dumps(m)[:100]
@@ -384,7 +397,7 @@ def main(argv: list[str] | None = None) -> int:
                     results.setdefault(r["key"], r)
         for key, metric_runs in runs.items():
             results[key]["metrics"] = merge(metric_runs)
-        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k")
+        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k", "metrics")
                                              for p in args.phases)
         if ctx.stats is not None and main_used:
             mem = ctx.stats.memory_mb()

@@ -85,6 +85,15 @@ def test_a_port_in_use_is_refused_with_kafkas_words(tmp_path):
                  f"Socket server failed to bind to 127.0.0.1:{port}: Address already in use.")
 
 
+def test_a_metrics_listener_port_in_use_is_refused(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        _refused(_serve(_loopback(), f"log.dirs={tmp_path / 'data'}", f"metrics.listener=http://127.0.0.1:{port}"),
+                 f"metrics.listener failed to bind to 127.0.0.1:{port}: Address already in use.")
+
+
 def test_an_unparsable_listener(tmp_path):
     _refused(_serve("listeners=PLAINTEXT:/127.0.0.1:9092", f"log.dirs={tmp_path}"),
              "Unable to parse PLAINTEXT:/127.0.0.1:9092 to a broker endpoint")
@@ -128,6 +137,8 @@ def test_a_missing_log_dir_is_created(fresh_kbroker, tmp_path, kt):
     ("log.cleaner.min.cleanable.ratio=1.5", "Invalid value 1.5 for configuration log.cleaner.min.cleanable.ratio: "
                                             "Value must be no more than 1"),
     ("message.max.bytes=ten", "Invalid value ten for configuration message.max.bytes: Not a number of type INT"),
+    ("metrics.listener=127.0.0.1:9404", "Invalid value 127.0.0.1:9404 for configuration metrics.listener: "
+                                        "expected http://host:port"),
 ])
 def test_a_value_outside_kafkas_validator(tmp_path, override, words):
     _refused(_serve(_loopback(), f"log.dirs={tmp_path}", override), words)

@@ -45,6 +45,7 @@ from kbroker.metadata.store import (
     validate_assignment,
     validate_topic_name,
 )
+from kbroker.metrics.stats import BrokerStats
 from kbroker.replica.manager import ReplicaManager
 from kbroker.retry.topics import check_retry_configs, create_retry_topics
 from kbroker.replica.txn_markers import MarkerWrite, write_markers
@@ -135,6 +136,10 @@ class Broker:
             self.replica_manager.remote_storage = self.remote_log_manager
         self.view_reader = ViewReader(self.replica_manager)
         self.producer_ids = ProducerIdManager(self.metadata)
+        # the request path's counters, read by the Prometheus collector; None (nothing counted) when off
+        self.stats = BrokerStats() if config.metrics_listener is not None else None
+        if self.stats is not None:
+            self.metadata.add_listener(lambda name, info: info is None and self.stats.forget_topic(name))
         self.group_coordinator = GroupCoordinator(_group_config(config), PartitionOffsetsLog(self.replica_manager, now_ms),
                                                   now_ms)
         self.txn_coordinator = TransactionCoordinator(

@@ -278,6 +278,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("offsets.commit.timeout.ms", _I, 5000, "How long a commit waits for the offsets partition's ISR.",
                   _at_least(1)),
         ConfigDef("shutdown.timeout.ms", _L, 30000, "Deadline for in-flight requests on shutdown (kbroker)."),
+        ConfigDef("metrics.listener", _S, None, "Serve Prometheus metrics at http://host:port/metrics; unset = "
+                  "off (kbroker)."),
         # tiered storage (KIP-405): the archive's store takes its own keys under the prefix (rsm.config.*)
         ConfigDef("remote.log.storage.system.enable", _B, False, "Allow topics to archive closed segments "
                   "(remote.storage.enable) and serve history from the archive."),
@@ -498,7 +500,7 @@ class BrokerConfig:
         start-up: the listeners parse; every broker value a topic config falls back to passes that
         topic config's validator (Kafka builds its default LogConfig from them); the resolved
         retention is -1 or at least 1 ms; a follower's fetch wait fits its timeouts."""
-        self.listeners, self.advertised_listeners  # noqa: B018 - parsed for their errors
+        self.listeners, self.advertised_listeners, self.metrics_listener  # noqa: B018 - parsed for their errors
         for topic_key, (definition, synonyms) in TOPIC_CONFIGS.items():
             value, broker_key = self.broker_value_for_topic_key(topic_key) if synonyms else (None, None)
             if broker_key is not None and isinstance(definition.valid, Rule) and not definition.valid(value):
@@ -559,6 +561,12 @@ class BrokerConfig:
     def advertised_listeners(self) -> list[tuple[str, str, int]]:
         return parse_listeners(self.get("advertised.listeners") or self.get("listeners"))
 
+    @property
+    def metrics_listener(self) -> tuple[str, int] | None:
+        """(host, port) of the Prometheus endpoint, None when `metrics.listener` is unset."""
+        text = self.get("metrics.listener")
+        return None if text is None or not text.strip() else parse_metrics_listener(text)
+
     def broker_value_for_topic_key(self, topic_key: str) -> tuple[Any, str | None]:
         """The broker-level value of a topic key and which broker key gave it (None = default)."""
         definition, synonyms = TOPIC_CONFIGS[topic_key]
@@ -592,6 +600,16 @@ def parse_listeners(text: str) -> list[tuple[str, str, int]]:
             raise InvalidConfigError(f"Invalid port {port} in listener {item}: a port is 0 to 65535")
         result.append((match.group(1), match.group(2), port))
     return result
+
+
+def parse_metrics_listener(text: str) -> tuple[str, int]:
+    """`http://host:port` (a trailing `/` or `/metrics` allowed) → (host, port); an empty host
+    means all interfaces, port 0 any free port."""
+    match = re.fullmatch(r"http://(?:\[([^\]]*)\]|([^:/\[\]]*)):(\d{1,5})(?:/|/metrics)?", str(text).strip())
+    if not match or int(match.group(3)) > 65535:
+        raise InvalidConfigError(f"Invalid value {str(text).strip()} for configuration metrics.listener: "
+                                 f"expected http://host:port (a port from 0 to 65535), e.g. http://127.0.0.1:9404")
+    return match.group(1) if match.group(1) is not None else match.group(2), int(match.group(3))
 
 
 def validate_topic_configs(configs: Mapping[str, str | None], broker: "BrokerConfig | None" = None,

@@ -132,3 +132,18 @@ def test_negative_retention_means_unlimited_as_in_kafka():
     config = BrokerConfig.from_dict({"log.retention.ms": "-5", "log.retention.bytes": "-7"})
     assert log_config_for(config, {}).retention_ms == -1
     assert log_config_for(config, {}).retention_bytes == -7
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("http://127.0.0.1:9404", ("127.0.0.1", 9404)), ("http://:9404", ("", 9404)),
+    ("http://[::1]:9404/metrics", ("::1", 9404)), ("http://localhost:0/", ("localhost", 0))])
+def test_metrics_listener_is_an_http_address(text, expected):
+    assert BrokerConfig.from_dict({"metrics.listener": text}).metrics_listener == expected
+    assert BrokerConfig.from_dict({}).metrics_listener is None  # off by default
+
+
+@pytest.mark.parametrize("text", ["127.0.0.1:9404", "https://h:9404", "http://h", "http://h:65536", "http://h:1/x",
+                                  "PLAINTEXT://h:9404"])
+def test_a_wrong_metrics_listener_is_refused(text):
+    with pytest.raises(InvalidConfigError, match="for configuration metrics.listener: expected http://host:port"):
+        BrokerConfig.from_dict({"metrics.listener": text})

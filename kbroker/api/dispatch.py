@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from time import perf_counter
 from typing import Any, Awaitable, Callable
 
 from kbroker.api import (
@@ -123,6 +124,8 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | l
 
     Raises ProtocolError when the connection must be closed.
     """
+    stats = broker.stats
+    started = perf_counter() if stats is not None else 0.0
     header, body_offset = parse_request_header(frame)
     spec = DISPATCH.get(header.api_key)
     if spec is None or (spec.cluster_only and not broker.cluster):
@@ -139,9 +142,15 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | l
     data = await _answer(spec, header, spec.handler(ctx, request))
     if isinstance(data, Deferred):
         async def complete() -> bytes | list | None:
-            return _encode(header, await _answer(spec, header, data.complete()))
+            response = _encode(header, await _answer(spec, header, data.complete()))
+            if stats is not None:
+                stats.record_request(spec.name, header.api_version, perf_counter() - started)
+            return response
         return Deferred(complete)
-    return _encode(header, data)
+    response = _encode(header, data)
+    if stats is not None:
+        stats.record_request(spec.name, header.api_version, perf_counter() - started)
+    return response
 
 
 async def _answer(spec: "ApiSpec", header, pending: Awaitable[Any]) -> Any:

@@ -82,11 +82,16 @@ async def handle(ctx: RequestContext, request) -> dict:
         remaining = deadline - trio.current_time()
         if total >= request.min_bytes or has_error or remaining <= 0 or not tps:
             break
-        if not await ctx.broker.replica_manager.wait_for_data(tps, remaining):
+        if not await ctx.broker.replica_manager.wait_for_fetch_data(tps, remaining):
             results = await _read_all(ctx, wanted, max_bytes, read_committed, replica_id)
             break
     if replica_id >= 0:  # the leader's replication throttle counts what followers are sent
         ctx.broker.replica_manager.record_sent_to_follower(r for _, _, parts in results for _, r in parts)
+    elif ctx.broker.stats is not None:  # BytesOut: what consumers are sent, as Kafka counts it
+        for name, _, parts in results:
+            size = sum(r.size for _, r in parts)
+            if size:
+                ctx.broker.stats.record_fetch(name, size)
 
     responses = []
     for name, topic_id, parts in results:

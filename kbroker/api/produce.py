@@ -72,6 +72,12 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
         await partition.maybe_flush()
     except KafkaError as exc:
         return _error(index, exc)
+    stats = ctx.broker.stats
+    # BytesIn/MessagesIn count what clients produce: not an idempotent retry's duplicate, nor the
+    # broker's own delivery of a delayed or retried record (a Produce from the delay log's leader
+    # in a cluster; it was counted when produced)
+    if stats is not None and not getattr(info, "duplicate", False) and ctx.header.client_id != ADMIN_CLIENT_ID:
+        stats.record_produce(topic, len(buf), batches[0][1].records_count)
     if waits is not None:  # a duplicate waits too: the original batch may not be replicated yet
         waits.append((partition, info.last_offset + 1, index))
     return {"index": index, "error_code": ErrorCode.none, "base_offset": info.first_offset,

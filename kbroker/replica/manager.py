@@ -118,6 +118,9 @@ class ReplicaManager:
         self.leadership_listeners: list[Callable[[TopicPartition, bool], None]] = []
         self._isr_requests: dict[TopicPartition, tuple[Partition, list[int]]] = {}
         self._isr_wake = trio.Event()
+        # requests parked now (Kafka's purgatory sizes): acks=all produces, fetches short of min.bytes
+        self.delayed_produces = 0
+        self.delayed_fetches = 0
         self.quotas = ReplicationQuotas(node_id, quota_clock_ms)
         # tiered storage: the RemoteLogManager (kbroker.tiered), set by the broker when enabled
         self.remote_storage = None
@@ -370,6 +373,13 @@ class ReplicaManager:
 
     async def wait_for_replication(self, partition: Partition, required_offset: int, timeout_s: float) -> ErrorCode:
         """acks=all: until every ISR member has the records below `required_offset`."""
+        self.delayed_produces += 1
+        try:
+            return await self._wait_for_replication(partition, required_offset, timeout_s)
+        finally:
+            self.delayed_produces -= 1
+
+    async def _wait_for_replication(self, partition: Partition, required_offset: int, timeout_s: float) -> ErrorCode:
         tp = partition.topic_partition
         followed = partition.times_followed
         deadline = trio.current_time() + timeout_s
@@ -410,6 +420,14 @@ class ReplicaManager:
     def _wake(self, tp: TopicPartition) -> None:
         for event in self._waiters.pop(tp, ()):
             event.set()
+
+    async def wait_for_fetch_data(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
+        """A Fetch short of min_bytes waits here (counted in `delayed_fetches`)."""
+        self.delayed_fetches += 1
+        try:
+            return await self.wait_for_data(partitions, timeout_s)
+        finally:
+            self.delayed_fetches -= 1
 
     async def wait_for_data(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
         """Sleep until an append lands on one of `partitions` or the timeout passes; True if woken."""

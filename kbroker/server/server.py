@@ -23,6 +23,7 @@ from kbroker.broker import Broker, startup_phase
 from kbroker.config import BrokerConfig
 from kbroker.errors import StartupError
 from kbroker.log.dir_lock import LogDirLock
+from kbroker.server.metrics_http import MetricsEndpoint, bind_metrics_listeners
 from kbroker.wire.framing import FrameDecoder, FrameError
 from kbroker.wire.protocol import ProtocolError
 
@@ -144,6 +145,8 @@ class KafkaServer:
         self.broker: Broker | None = None
         self.cluster_node = None  # ClusterNode, in a cluster
         self.listeners: list[trio.SocketListener] = []
+        self.metrics_listeners: list[trio.SocketListener] = []  # metrics.listener, when set
+        self.metrics: MetricsEndpoint | None = None
         self._connections: set[_Connection] = set()
         self._shutting_down = False
         # shared by all connections: each copies what it received into its decoder before it awaits
@@ -320,6 +323,8 @@ class KafkaServer:
                 await background.start(self.broker.replica_manager.log_dir_mover.run)
                 if node is not None:
                     await background.start(node.run)
+                if self.metrics_listeners:
+                    await background.start(self._serve_metrics)
                 async with trio.open_nursery() as connections:
                     listen_scope = trio.CancelScope()
 
@@ -358,6 +363,19 @@ class KafkaServer:
             except OSError as exc:  # Kafka's words
                 raise StartupError(f"Socket server failed to bind to {host or '0.0.0.0'}:{port}: "
                                    f"{exc.strerror or exc}.") from None
+        if self.config.metrics_listener is not None:
+            self.metrics_listeners = await bind_metrics_listeners(*self.config.metrics_listener)
+
+    async def _serve_metrics(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """The Prometheus endpoint (metrics.listener): the broker's registry rendered per scrape."""
+        from kbroker.metrics.collector import CONTENT_TYPE, build_registry, collect, encode
+
+        registry = build_registry(self.broker, self.broker.stats, lambda: len(self._connections),
+                                  self.config.listeners[0][0])
+        self.metrics = MetricsEndpoint(self.metrics_listeners, lambda: collect(registry), encode, CONTENT_TYPE)
+        host = self.config.metrics_listener[0] or "0.0.0.0"
+        logger.info("metrics served on http://%s:%d/metrics", host, self.metrics.port)
+        await self.metrics.run(task_status=task_status)
 
     async def prepare_shutdown(self) -> None:
         """Before anything stops: in a cluster, a controlled shutdown while the controller, the
