@@ -23,9 +23,9 @@ from kbroker.config import (
     BrokerConfig,
     ConfigEntry,
     ConfigSource,
-    _parse,
     broker_config_def,
     format_value,
+    parse_value,
 )
 from kbroker.errors import InvalidConfigError
 
@@ -96,7 +96,7 @@ def validate_alter(config: BrokerConfig, resource_name: str, props: Mapping[str,
     if static:
         raise refuse(f"Cannot update these configs dynamically: {_scala_set(static)}")
     try:
-        typed = {k: _parse(broker_config_def(k), v) for k, v in props.items()}
+        typed = {k: parse_value(broker_config_def(k), v) for k, v in props.items()}
     except InvalidConfigError as exc:
         raise refuse(str(exc)) from None
     if not per_broker and PER_BROKER_KEYS & set(props):
@@ -140,7 +140,7 @@ def _typed_layer(stored: Mapping[str, str], per_broker: bool, what: str) -> dict
             logger.warning("ignoring the %s dynamic config %s: it cannot be set there at run time", what, key)
             continue
         try:
-            typed[key] = _parse(definition, value)
+            typed[key] = parse_value(definition, value)
         except InvalidConfigError as exc:
             logger.warning("ignoring the %s dynamic config %s: %s", what, key, exc)
     return typed
