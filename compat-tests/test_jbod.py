@@ -230,8 +230,22 @@ class LoadProducer(threading.Thread):
             producer.close(2)
 
 
+def set_move_rate(kt, bootstrap: str, bytes_per_s: int) -> None:
+    kafka = kt.require_module("kafka")
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    admin = kafka.KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        resource = ConfigResource(ConfigResourceType.BROKER, "1",
+                                  configs={"replica.alter.log.dirs.io.max.bytes.per.second": str(bytes_per_s)})
+        assert admin.alter_configs([resource]) == {"broker": {"1": "OK"}}
+    finally:
+        admin.close()
+
+
 def test_a_move_under_load_survives_kill_9(kt, two_dir_broker):
-    broker = two_dir_broker(**{"replica.alter.log.dirs.io.max.bytes.per.second": "400000"})
+    broker = two_dir_broker()
+    set_move_rate(kt, broker.bootstrap, 400_000)  # a dynamic broker config (only), as in Kafka; kept across the kill
     admin = KafkaPythonAdmin(None, kt)
     topic = kt.topic_name("kafka-python", "move-load")
     create_topic(kt, broker.bootstrap, topic, 1)
