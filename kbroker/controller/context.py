@@ -2,9 +2,10 @@
 
 `ControllerContext` mirrors ZooKeeper (live brokers with their epochs, topic assignments, partition
 states) plus what the brokers answered about their log dirs (replicas on a failed dir are offline
-although their broker lives, Kafka's `replicasOnOfflineDirs`); the election functions decide new leaders and ISRs without any I/O, so every failure rule
-(Kafka's: preferred replica first, leaders only from the ISR unless unclean election is on, the
-ISR never emptied by the controller) is testable on its own. The controller performs the writes.
+although their broker lives, Kafka's `replicasOnOfflineDirs`); the election functions decide new
+leaders and ISRs without any I/O, so every failure rule (Kafka's: preferred replica first, leaders
+only from the ISR unless unclean election is on, the ISR never emptied by the controller, offline
+replicas never elected) is testable on its own. The controller performs the writes.
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Every broker runs one; the one that creates the ephemeral `/controller` znode is active, bumps
 `/controller_epoch` (its fence: brokers refuse requests of an older epoch) and reacts to brokers
-coming and going, topics created, grown and deleted, ISR changes asked by leaders (AlterPartition)
-controlled shutdowns, and log dirs failing on live brokers (`log_dir_events`). One task consumes a bounded channel of events; ZooKeeper watches fire
-on kazoo's threads and only enqueue a coalesced event key. Decisions come from the pure
+coming and going, topics created, grown and deleted, ISR changes asked by leaders (AlterPartition),
+controlled shutdowns, and log dirs failing on live brokers (`log_dir_events`). One task consumes a
+bounded channel of events; ZooKeeper watches fire on kazoo's threads and only enqueue a coalesced
+event key. Decisions come from the pure
 functions of `context`; partition states are written conditionally on their znode version, so a
 stale controller's writes fail; the brokers learn their roles from LeaderAndIsr, UpdateMetadata
 and StopReplica sent in order over one channel per broker.

@@ -91,7 +91,8 @@ def test_an_offline_leader_is_replaced_by_the_first_online_isr_member_and_leaves
 def test_the_last_isr_member_offline_leaves_the_partition_leaderless_with_its_isr():
     c = cluster()
     c.note_log_dir_answers(2, {("t", 3)}, set())
-    assert elect_after_replicas_offline(c, {("t", 3)}, never_unclean) == {("t", 3): LeaderAndIsr(NO_LEADER, 5, (2,), 5, 10)}
+    assert elect_after_replicas_offline(c, {("t", 3)}, never_unclean) == {
+        ("t", 3): LeaderAndIsr(NO_LEADER, 5, (2,), 5, 10)}
     # unclean election takes the live out-of-sync replica, never the offline one
     assert elect_after_replicas_offline(c, {("t", 3)}, lambda _t: True) == {("t", 3): LeaderAndIsr(1, 5, (1,), 5, 10)}
 
