@@ -174,20 +174,15 @@ class FakeBrokers:
         header, offset = parse_request_header(frame[4:])
         request = decode_request(header, frame[4:], offset)
         self.received.append((broker.broker_id, api_key, request))
-        if api_key != req.LEADER_AND_ISR:
-            answer = {"error_code": 0}
-        else:
+        answer: dict = {"error_code": 0}
+        if api_key == req.LEADER_AND_ISR:
             failed = self.failed.get(broker.broker_id, set())
-            answer = {"error_code": 0, "topics": [
+            answer["topics"] = [
                 {"topic_id": t.topic_id, "partition_errors": [
                     {"partition_index": p.partition_index,
                      "error_code": ErrorCode.kafka_storage_error if (t.topic_name, p.partition_index) in failed
                      else ErrorCode.stale_controller_epoch} for p in t.partition_states]}
-                for t in request.topic_states]}
-        if api_key == req.UPDATE_METADATA:
-            answer = {"error_code": 0}
-        if api_key == req.STOP_REPLICA:
-            answer = {"error_code": 0, "partition_errors": []}
+                for t in request.topic_states]
         response = encode_response(header, answer)
         return decode_response(api_key, version, response[4:])[1]
 
@@ -292,3 +287,20 @@ def decode_leader_and_isr_answer(body: dict):
                                                            "broker_epoch": 1, "topic_states": [], "live_leaders": []})
     header, _offset = parse_request_header(frame[4:])
     return decode_response(req.LEADER_AND_ISR, 7, encode_response(header, body)[4:])[1]
+
+
+def test_a_controller_taking_over_deletes_the_notifications_left(setup):
+    """Its LeaderAndIsr to every broker asks them all (Kafka's onControllerFailover)."""
+    zoo, _brokers, controller = setup
+    for seq in (1, 2):
+        zoo.nodes[f"{zk.LOG_DIR_EVENT_NOTIFICATION}/log_dir_event_000000000{seq}"] = (zk.encode_log_dir_event(seq), 0)
+    trio.run(controller._clear_log_dir_events)
+    assert zoo.children(zk.LOG_DIR_EVENT_NOTIFICATION) == []
+    assert zoo.watches[0][0] == zk.LOG_DIR_EVENT_NOTIFICATION
+
+
+def test_an_unreadable_notification_is_deleted_unread(setup):
+    zoo, brokers, controller = setup
+    zoo.nodes[f"{zk.LOG_DIR_EVENT_NOTIFICATION}/log_dir_event_0000000007"] = (b"{garbage", 0)
+    trio.run(controller._handle_key, "log_dir_events")
+    assert zoo.children(zk.LOG_DIR_EVENT_NOTIFICATION) == [] and brokers.received == []
