@@ -139,6 +139,13 @@ class BrokerProcess:
     overrides: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
+    log_dir_count: int = 1  # several: data-1, data-2, ... (JBOD)
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        if self.log_dir_count == 1:
+            return [self.data_dir / "data"]
+        return [self.data_dir / f"data-{i}" for i in range(1, self.log_dir_count + 1)]
 
     @property
     def address(self) -> str:
@@ -149,7 +156,7 @@ class BrokerProcess:
             "broker.id": str(self.broker_id),
             "zookeeper.connect": self.zookeeper_connect,
             "listeners": f"PLAINTEXT://{self.host}:{self.port}",
-            "log.dirs": str(self.data_dir / "data"),
+            "log.dirs": ",".join(map(str, self.log_dirs)),
             **self.overrides,
         }
         cmd = [sys.executable, "-m", "kbroker", "serve"]
@@ -219,6 +226,7 @@ class LocalCluster:
     overrides: dict[str, str] = field(default_factory=dict)
     zookeeper_connect: str | None = None  # an existing ZooKeeper instead of starting one
     chroot: str = "/kbroker"
+    log_dirs_per_broker: int = 1
     zookeeper: ZooKeeperServer | None = None
     brokers: dict[int, BrokerProcess] = field(default_factory=dict)
 
@@ -248,7 +256,8 @@ class LocalCluster:
         factor = str(min(3, self.size))
         overrides = {"offsets.topic.replication.factor": factor, "default.replication.factor": "1",
                      **self.overrides}
-        broker = BrokerProcess(broker_id, self.base_dir / f"broker-{broker_id}", connect, overrides=overrides)
+        broker = BrokerProcess(broker_id, self.base_dir / f"broker-{broker_id}", connect, overrides=overrides,
+                               log_dir_count=self.log_dirs_per_broker)
         self.brokers[broker_id] = broker
         return broker.start(wait=wait)
 

@@ -1,5 +1,6 @@
 """The controller's requests to each live broker: sent in order by one task per broker, retried
-until the broker leaves (its queue is closed) or this controller resigns (all are closed)."""
+until the broker leaves (its queue is closed) or this controller resigns (all are closed). Each
+answer is handed to `on_response` (how the controller learns of replicas on failed log dirs)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from kbroker.zookeeper import znodes as zk
 logger = logging.getLogger(__name__)
 
 SendRequest = Callable[[zk.BrokerRegistration, int, int, dict], Awaitable[Any]]
+OnResponse = Callable[[zk.BrokerRegistration, int, Any], None]
 
 
 class _BrokerQueue:
@@ -25,8 +27,9 @@ class _BrokerQueue:
 
 
 class BrokerQueues:
-    def __init__(self, send_request: SendRequest) -> None:
+    def __init__(self, send_request: SendRequest, on_response: OnResponse | None = None) -> None:
         self.send_request = send_request
+        self.on_response = on_response
         self._queues: dict[int, _BrokerQueue] = {}
         self._nursery: trio.Nursery | None = None
 
@@ -76,3 +79,8 @@ class BrokerQueues:
                         log("request %d to broker %d failed (%s); retrying", api_key, queue.broker.broker_id, exc)
                         await trio.sleep(delay)
                         delay = min(delay * 2, 1.0)
+                if self.on_response is not None:
+                    try:
+                        self.on_response(queue.broker, api_key, response)
+                    except Exception:  # noqa: BLE001 - a bad answer must not stop the queue
+                        logger.exception("handling broker %d's answer to %d failed", queue.broker.broker_id, api_key)

@@ -1,15 +1,18 @@
 """What the controller knows of the cluster, and its decisions as pure functions of that knowledge.
 
 `ControllerContext` mirrors ZooKeeper (live brokers with their epochs, topic assignments, partition
-states); the election functions decide new leaders and ISRs without any I/O, so every failure rule
-(Kafka's: preferred replica first, leaders only from the ISR unless unclean election is on, the
-ISR never emptied by the controller) is testable on its own. The controller performs the writes.
+states) plus what the brokers answered about their log dirs (replicas on a failed dir are offline
+although their broker lives, Kafka's `replicasOnOfflineDirs`); the election functions decide new
+leaders and ISRs without any I/O, so every failure rule (Kafka's: preferred replica first, leaders
+only from the ISR unless unclean election is on, the ISR never emptied by the controller, offline
+replicas never elected) is testable on its own. The controller performs the writes.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Callable
 
 from kbroker.errors import ErrorCode
 from kbroker.zookeeper.znodes import NO_LEADER, BrokerRegistration, LeaderAndIsr, TopicAssignment
@@ -26,6 +29,9 @@ class ControllerContext:
     shutting_down: set[int] = field(default_factory=set)
     topics: dict[str, TopicAssignment] = field(default_factory=dict)
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    # broker -> its replicas on a failed log dir, learnt from LeaderAndIsr answers; forgotten when
+    # the broker leaves or restarts (a restarted broker answers afresh)
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     # -- reads ------------------------------------------------------------------------------------
     def replicas(self, tp: TopicPartition) -> list[int]:
@@ -54,8 +60,33 @@ class ControllerContext:
         """Brokers that may lead: alive and not in a controlled shutdown."""
         return set(self.live_brokers) - self.shutting_down
 
+    def is_replica_online(self, broker_id: int, tp: TopicPartition) -> bool:
+        return broker_id in self.live_brokers and tp not in self.replicas_on_offline_dirs.get(broker_id, ())
+
     def offline_replicas(self, tp: TopicPartition) -> list[int]:
-        return [r for r in self.replicas(tp) if r not in self.live_brokers]
+        return [r for r in self.replicas(tp) if not self.is_replica_online(r, tp)]
+
+    def live_for(self, tp: TopicPartition) -> set[int]:
+        """The live brokers whose replica of `tp` (if any) is online: the `live` of an election."""
+        return {b for b in self.live_brokers if tp not in self.replicas_on_offline_dirs.get(b, ())}
+
+    def electable_for(self, tp: TopicPartition) -> set[int]:
+        """Brokers that may lead `tp`: electable, with their replica of it online."""
+        return self.live_for(tp) - self.shutting_down
+
+    def note_log_dir_answers(self, broker_id: int, offline: set[TopicPartition],
+                             online: set[TopicPartition]) -> set[TopicPartition]:
+        """A broker's LeaderAndIsr answers (KAFKA_STORAGE_ERROR: `offline`; NONE: `online`), as
+        Kafka's processLeaderAndIsrResponseReceived: returns its replicas newly known offline."""
+        if broker_id not in self.live_brokers:
+            return set()
+        before = self.replicas_on_offline_dirs.get(broker_id, set())
+        now = (before - online) | offline
+        if now:
+            self.replicas_on_offline_dirs[broker_id] = now
+        else:
+            self.replicas_on_offline_dirs.pop(broker_id, None)
+        return now - before
 
     def partitions_on(self, broker_id: int) -> list[TopicPartition]:
         return [tp for tp in self.all_partitions() if broker_id in self.replicas(tp)]
@@ -65,7 +96,7 @@ class ControllerContext:
 
     def is_online(self, tp: TopicPartition) -> bool:
         state = self.states.get(tp)
-        return state is not None and state.leader in self.live_brokers
+        return state is not None and self.is_replica_online(state.leader, tp)
 
 
 # -- elections (Kafka's PartitionLeaderElectionAlgorithms) ---------------------------------------------
@@ -112,6 +143,23 @@ def elect_after_failure(state: LeaderAndIsr, assignment: list[int], live: set[in
     if leader == state.leader and isr == state.isr:
         return None
     return LeaderAndIsr(leader, state.leader_epoch + 1, isr, controller_epoch, state.partition_epoch)
+
+
+def elect_after_replicas_offline(ctx: ControllerContext, partitions: set[TopicPartition],
+                                 unclean: Callable[[str], bool]) -> dict[TopicPartition, LeaderAndIsr]:
+    """Kafka's onReplicasBecomeOffline for replicas whose log dir failed (their broker lives on):
+    each partition's offline replicas leave its ISR and an offline leader is replaced by an online
+    ISR member, by the broker-failure rules with the offline replicas counted as gone."""
+    planned = {}
+    for tp in sorted(partitions):
+        state = ctx.states.get(tp)
+        if state is None:
+            continue
+        new = elect_after_failure(state, ctx.replicas(tp), ctx.live_for(tp), ctx.electable_for(tp),
+                                  unclean(tp[0]), ctx.epoch)
+        if new is not None:
+            planned[tp] = new
+    return planned
 
 
 def elect_for_controlled_shutdown(state: LeaderAndIsr, assignment: list[int], shutting: int,
@@ -164,7 +212,7 @@ def preferred_leader_elections(ctx: ControllerContext, imbalance_percentage: int
             continue
         for tp in not_led:
             state = ctx.states[tp]
-            if broker_id in state.isr:
+            if broker_id in state.isr and ctx.is_replica_online(broker_id, tp):
                 planned[tp] = LeaderAndIsr(broker_id, state.leader_epoch + 1, state.isr, ctx.epoch,
                                            state.partition_epoch)
     return planned
@@ -184,7 +232,7 @@ def requested_election(ctx: ControllerContext, tp: TopicPartition, election_type
     replicas = ctx.replicas(tp)
     if state is None or not replicas:
         return None, (ErrorCode.unknown_topic_or_partition, f"{tp[0]}-{tp[1]} does not exist")
-    electable = ctx.electable()
+    electable = ctx.electable_for(tp)
     if election_type == PREFERRED:
         preferred = replicas[0]
         if state.leader == preferred:
@@ -194,12 +242,12 @@ def requested_election(ctx: ControllerContext, tp: TopicPartition, election_type
                           f"preferred replica {preferred} of {tp[0]}-{tp[1]} is not alive and in sync")
         return state.with_(leader=preferred, leader_epoch=state.leader_epoch + 1, controller_epoch=ctx.epoch), None
     if election_type == UNCLEAN:
-        if state.leader in ctx.live_brokers:
+        if ctx.is_replica_online(state.leader, tp):
             return None, (ErrorCode.election_not_needed, f"{tp[0]}-{tp[1]} has a live leader ({state.leader})")
         leader = offline_partition_leader(replicas, state.isr, electable, True)
         if leader is None:
             return None, (ErrorCode.eligible_leaders_not_available, f"no replica of {tp[0]}-{tp[1]} is alive")
-        isr = tuple(r for r in state.isr if r in ctx.live_brokers) if leader in state.isr else (leader,)
+        isr = tuple(r for r in state.isr if ctx.is_replica_online(r, tp)) if leader in state.isr else (leader,)
         return state.with_(leader=leader, leader_epoch=state.leader_epoch + 1, isr=isr or (leader,),
                            controller_epoch=ctx.epoch), None
     return None, (ErrorCode.invalid_request, f"unknown election type {election_type}")

@@ -2,9 +2,10 @@
 
 Every broker runs one; the one that creates the ephemeral `/controller` znode is active, bumps
 `/controller_epoch` (its fence: brokers refuse requests of an older epoch) and reacts to brokers
-coming and going, topics created, grown and deleted, ISR changes asked by leaders (AlterPartition)
-and controlled shutdowns. One task consumes a bounded channel of events; ZooKeeper watches fire
-on kazoo's threads and only enqueue a coalesced event key. Decisions come from the pure
+coming and going, topics created, grown and deleted, ISR changes asked by leaders (AlterPartition),
+controlled shutdowns, and log dirs failing on live brokers (`log_dir_events`). One task consumes a
+bounded channel of events; ZooKeeper watches fire on kazoo's threads and only enqueue a coalesced
+event key. Decisions come from the pure
 functions of `context`; partition states are written conditionally on their znode version, so a
 stale controller's writes fail; the brokers learn their roles from LeaderAndIsr, UpdateMetadata
 and StopReplica sent in order over one channel per broker.
@@ -29,6 +30,7 @@ from kbroker.controller.context import (
     new_partition_state,
 )
 from kbroker.controller.leadership import LeadershipMixin
+from kbroker.controller.log_dir_events import LogDirEventsMixin
 from kbroker.controller.moves import ReassignmentMixin
 from kbroker.errors import ErrorCode
 from kbroker.zookeeper import znodes as zk
@@ -41,7 +43,7 @@ class ControllerMovedError(Exception):
     """This broker is no longer the controller (its epoch was superseded or its session lost)."""
 
 
-class KafkaController(ReassignmentMixin, LeadershipMixin):
+class KafkaController(ReassignmentMixin, LeadershipMixin, LogDirEventsMixin):
     def __init__(self, broker_id: int, session: ZkSession, send_request: SendRequest, *,
                  unclean_leader_election: Callable[[str], bool], auto_leader_rebalance: bool = True,
                  imbalance_check_interval_s: float = 300.0, imbalance_percentage: int = 10,
@@ -62,7 +64,8 @@ class KafkaController(ReassignmentMixin, LeadershipMixin):
         self._events_send, self._events = trio.open_memory_channel[Any](64)
         self._pending: set[str] = set()
         self._modified_topics: set[str] = set()
-        self.queues = BrokerQueues(send_request)
+        self.queues = BrokerQueues(send_request, self.note_broker_response)
+        self._init_log_dir_events()
 
     @property
     def is_active(self) -> bool:
@@ -136,6 +139,8 @@ class KafkaController(ReassignmentMixin, LeadershipMixin):
             "controller_check": self._check_still_controller,
             "rebalance": self._rebalance_leaders,
             "restore": self._restore_replicas,
+            "log_dir_events": self._on_log_dir_events,
+            "log_dir_answers": self._on_log_dir_answers,
         }
         if key not in ("elect", "resign", "controller_check") and not self.is_active:
             return
@@ -235,6 +240,7 @@ class KafkaController(ReassignmentMixin, LeadershipMixin):
             logger.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
         self.ctx = None
         self._gone_since.clear()
+        self._dir_answers.clear()
         self.queues.close_all()
 
     async def _become_controller(self) -> None:
@@ -244,6 +250,7 @@ class KafkaController(ReassignmentMixin, LeadershipMixin):
         logger.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
         self._set_active_controller(self.broker_id)
         await self.session.call(self.zk.exists, zk.CONTROLLER, self._watch("controller_check"))
+        await self._clear_log_dir_events()
         await self._read_brokers()
         for broker in ctx.live_brokers.values():
             self.queues.open(broker)
@@ -423,6 +430,7 @@ class KafkaController(ReassignmentMixin, LeadershipMixin):
             for broker_id in dead:
                 ctx.live_brokers.pop(broker_id, None)
                 ctx.shutting_down.discard(broker_id)
+                ctx.replicas_on_offline_dirs.pop(broker_id, None)  # a restarted broker answers afresh
                 self.queues.close(broker_id)
             await self._on_brokers_failure(dead)
         if new:
@@ -438,11 +446,11 @@ class KafkaController(ReassignmentMixin, LeadershipMixin):
 
     async def _on_brokers_failure(self, dead: set[int]) -> None:
         ctx = self._ctx()
-        live, electable = set(ctx.live_brokers), ctx.electable()
         planned = {}
         for tp, state in ctx.states.items():
             if state.leader in dead or dead & set(state.isr):
-                new = elect_after_failure(state, ctx.replicas(tp), live, electable, self.unclean(tp[0]), ctx.epoch)
+                new = elect_after_failure(state, ctx.replicas(tp), ctx.live_for(tp), ctx.electable_for(tp),
+                                          self.unclean(tp[0]), ctx.epoch)
                 if new is not None:
                     planned[tp] = new
         changed = await self._write_states(planned)
@@ -462,14 +470,13 @@ class KafkaController(ReassignmentMixin, LeadershipMixin):
         for broker in ctx.live_brokers.values():
             if broker.broker_id not in new:
                 self._send(broker, req.UPDATE_METADATA, req.update_metadata(ctx, self.broker_id, broker, hosted))
-        live, electable = set(ctx.live_brokers), ctx.electable()
         fresh = [tp for tp in hosted if tp not in ctx.states]
         changed = await self._write_new_states(fresh)
         planned = {}
         for tp in hosted:
             if tp in ctx.states and tp not in changed:
-                new_state = elect_on_broker_return(ctx.states[tp], ctx.replicas(tp), live, electable,
-                                                   self.unclean(tp[0]), ctx.epoch)
+                new_state = elect_on_broker_return(ctx.states[tp], ctx.replicas(tp), ctx.live_for(tp),
+                                                   ctx.electable_for(tp), self.unclean(tp[0]), ctx.epoch)
                 if new_state is not None:
                     planned[tp] = new_state
         changed |= await self._write_states(planned)
@@ -604,7 +611,7 @@ class KafkaController(ReassignmentMixin, LeadershipMixin):
                 answers[tp] = (ErrorCode.invalid_update_version, state)
             elif not new_isr or any(r not in ctx.replicas(tp) for r in new_isr) or broker_id not in new_isr:
                 answers[tp] = (ErrorCode.invalid_request, state)
-            elif any(r not in ctx.live_brokers or r in ctx.shutting_down for r in set(new_isr) - set(state.isr)):
+            elif any(not ctx.is_replica_online(r, tp) or r in ctx.shutting_down for r in set(new_isr) - set(state.isr)):
                 answers[tp] = (ErrorCode.ineligible_replica, state)
             elif tuple(new_isr) == state.isr:
                 answers[tp] = (ErrorCode.none, state)
@@ -634,8 +641,8 @@ class KafkaController(ReassignmentMixin, LeadershipMixin):
             state = ctx.states.get(tp)
             if state is None or len(ctx.replicas(tp)) < 2:
                 continue
-            new = elect_for_controlled_shutdown(state, ctx.replicas(tp), broker_id, ctx.electable() | {broker_id},
-                                                ctx.epoch)
+            new = elect_for_controlled_shutdown(state, ctx.replicas(tp), broker_id,
+                                                ctx.electable_for(tp) | {broker_id}, ctx.epoch)
             if new is not None:
                 planned[tp] = new
         changed = await self._write_states(planned)

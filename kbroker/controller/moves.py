@@ -106,7 +106,6 @@ class ReassignmentMixin:
     async def _complete_moves(self, partitions) -> None:
         """Finish every move among `partitions` whose target replicas are all in the ISR."""
         ctx = self._ctx()
-        electable = ctx.electable()
         finishing: dict[TopicPartition, tuple[ReplicaSets, zk.LeaderAndIsr]] = {}
         for tp in partitions:
             if tp not in ctx.states or tp[0] not in ctx.topics:
@@ -114,7 +113,7 @@ class ReassignmentMixin:
             sets = self.replica_sets(tp)
             if not sets.moving:
                 continue
-            state = completed_state(ctx.states[tp], sets, electable, ctx.epoch)
+            state = completed_state(ctx.states[tp], sets, ctx.electable_for(tp), ctx.epoch)
             if state is not None:
                 finishing[tp] = (sets, state)
         if not finishing:

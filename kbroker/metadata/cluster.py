@@ -9,7 +9,8 @@ by rewriting its assignment, deleted by `/admin/delete_topics/<t>`, reconfigured
 `/config/topics/<t>` plus a `/config/changes` notification that every broker watches. Dynamic
 broker configs (the replication throttle rates) live in `/config/brokers/<id>` and
 `/config/brokers/<default>`, changed the same way. Producer id blocks come from
-`/latest_producer_id_block` with conditional writes.
+`/latest_producer_id_block` with conditional writes. A failed log dir is reported to the controller
+with a `/log_dir_event_notification` sequential znode (Kafka's propagateLogDirEvent).
 """
 
 from __future__ import annotations
@@ -373,6 +374,11 @@ class ClusterMetadataStore:
         if entity in self._broker_entities:
             self._broker_configs[entity] = dict(configs)
             self._notify_broker_configs()
+
+    async def propagate_log_dir_event(self) -> str:
+        """Tell the controller one of this broker's log dirs failed; returns the notification's path."""
+        return await self.session.call(self.zk.create, zk.log_dir_event_path(),
+                                       zk.encode_log_dir_event(self.me.node_id), sequence=True)
 
     # -- writes (AdminZkClient) -----------------------------------------------------------------------
     async def create_topic(self, name: str, assignment: list[list[int]], configs: dict[str, str],

@@ -17,8 +17,9 @@ exceeded (Kafka's shouldLeaderThrottle), and counts what it sends to followers f
 partitions.
 
 Log dirs: an I/O error on a log takes its log dir offline (LogManager) and its partitions with it
-(`offline_partitions`: KAFKA_STORAGE_ERROR to every request, never re-created elsewhere); when no
-log dir is left the broker halts, as Kafka does. AlterReplicaLogDirs moves are `log_dir_mover.py`.
+(`offline_partitions`: KAFKA_STORAGE_ERROR to every request, never re-created elsewhere), and
+`log_dir_failure_listeners` hear of it (in a cluster: the notification the controller watches);
+when no log dir is left the broker halts, as Kafka does. AlterReplicaLogDirs moves are `log_dir_mover.py`.
 """
 
 from __future__ import annotations
@@ -127,6 +128,7 @@ class ReplicaManager:
         self.offline_partitions: dict[TopicPartition, Partition] = {}  # their log dir failed
         self.log_dir_mover = LogDirMover(self, lambda: config.get("replica.alter.log.dirs.io.max.bytes.per.second"))
         self.halt: Callable[[], None] = lambda: os._exit(1)  # no log dir left (Kafka's Exit.halt(1))
+        self.log_dir_failure_listeners: list[Callable[[Any, list[TopicPartition]], None]] = []
         log_manager.dir_failure_listener = self._on_log_dir_failure
         metadata.add_listener(self._on_topic_change)
 
@@ -537,6 +539,8 @@ class ReplicaManager:
             self._wake(tp)
         if self.fetchers is not None and tps:
             self.fetchers.remove_partitions(tps)
+        for dir_listener in self.log_dir_failure_listeners:
+            dir_listener(d, tps)
         if not self.log_manager.live_log_dirs:
             logger.critical("shutting down: every log dir (%s) has failed",
                             ", ".join(str(d) for d in self.log_manager.log_dirs))

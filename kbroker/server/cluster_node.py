@@ -1,5 +1,5 @@
 """A broker's life in a ZooKeeper cluster: session, registration, controller, fetchers, ISR changes,
-controlled shutdown.
+log dir failures reported to the controller, controlled shutdown.
 
 Start order: the ZooKeeper session and the cluster's persistent paths (before the broker is
 built), then follower fetchers, the controller (elected or following), the ISR-change sender and
@@ -62,6 +62,8 @@ class ClusterNode:
         self._delayed_channels: dict[tuple[str, int, str, int], BrokerChannel] = {}
         self._session_lost = False
         self._nursery: trio.Nursery | None = None
+        self._failed_dirs_to_report = 0
+        self._dir_failed = trio.Event()
         c = self.config
         self.controller = KafkaController(
             self.node_id, session, self._send_request, unclean_leader_election=self._unclean,
@@ -99,6 +101,8 @@ class ClusterNode:
             self.controller.on_controller_change = self._controller_changed
             await nursery.start(self.controller.run)
             nursery.start_soon(rm.run_isr_changes, self._send_alter_partition)
+            rm.log_dir_failure_listeners.append(self._log_dir_failed)
+            nursery.start_soon(self._report_log_dir_failures)
             nursery.start_soon(PartitionDrains(
                 self.node_id, rm, broker.metadata,
                 lambda host, port: BrokerChannel(host, port, f"broker-{self.node_id}-drain"),
@@ -131,6 +135,27 @@ class ClusterNode:
             except (zk.ZkError, trio.TooSlowError) as exc:
                 logger.warning("broker %d: registering again failed (%s); retrying", self.node_id, exc)
                 await trio.sleep(1)
+
+    # -- failed log dirs ------------------------------------------------------------------------------
+    def _log_dir_failed(self, _d, _tps) -> None:
+        self._failed_dirs_to_report += 1
+        self._dir_failed.set()
+
+    async def _report_log_dir_failures(self) -> None:
+        """One notification per failed dir (Kafka's LogDirFailureHandler), retried until written:
+        the controller then moves leadership off the dir's replicas."""
+        while True:
+            await self._dir_failed.wait()
+            self._dir_failed = trio.Event()
+            while self._failed_dirs_to_report:
+                try:
+                    path = await self.broker.metadata.propagate_log_dir_event()
+                except zk.ZkError as exc:
+                    logger.warning("broker %d: reporting a failed log dir failed (%s); retrying", self.node_id, exc)
+                    await trio.sleep(1)
+                    continue
+                self._failed_dirs_to_report -= 1
+                logger.info("broker %d: reported a failed log dir to the controller (%s)", self.node_id, path)
 
     # -- talking to other brokers -------------------------------------------------------------------
     def _channel(self, broker_id: int, host: str, port: int) -> BrokerChannel:

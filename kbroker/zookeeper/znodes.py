@@ -3,7 +3,7 @@
 Pure functions only (no kazoo, no I/O), so an operator who knows Kafka can read a kbroker cluster's
 ZooKeeper tree and the controller's logic can be tested without a server. Payload formats follow
 Kafka's `ZkData.scala`: broker registration v5, topic assignment v3 (with `topic_id`), partition
-state v1, config v1, config change notification v2, producer id block v1.
+state v1, config v1, config change notification v2, producer id block v1, log dir event v1.
 """
 
 from __future__ import annotations
@@ -49,12 +49,14 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
 
 # persistent paths every cluster has (Kafka's ZkData.PersistentZkPaths)
 PERSISTENT_PATHS = (
     "/consumers", BROKER_IDS, BROKER_TOPICS, CONFIG_CHANGES, "/config/clients", CONFIG_BROKERS, CONFIG_TOPICS,
     "/config/users", "/config/ips", DELETE_TOPICS, BROKER_SEQID, ISR_CHANGE_NOTIFICATION, LATEST_PRODUCER_ID_BLOCK,
-    "/log_dir_event_notification",
+    LOG_DIR_EVENT_NOTIFICATION,
 )
 
 
@@ -299,3 +301,25 @@ def encode_producer_id_block(broker_id: int, start: int, size: int) -> bytes:
 def next_producer_id_block_start(data: bytes | None) -> int:
     payload = _parse(data)
     return int(payload["block_end"]) + 1 if "block_end" in payload else 0
+
+
+# -- /log_dir_event_notification/log_dir_event_<seq> ------------------------------------------------
+LOG_DIR_FAILURE_EVENT = 1  # the only event Kafka defines
+
+
+def log_dir_event_path(name: str = "") -> str:
+    """A notification's path from its child name; with no name, the prefix a sequential create takes."""
+    return f"{LOG_DIR_EVENT_NOTIFICATION}/{name or LOG_DIR_EVENT_PREFIX}"
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    return _json({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes | None) -> int | None:
+    """The broker a notification names; None for one that cannot be read (it is deleted unread)."""
+    try:
+        broker = _parse(data).get("broker")
+    except ValueError:
+        return None
+    return broker if isinstance(broker, int) and not isinstance(broker, bool) else None

@@ -80,8 +80,13 @@ def test_offline_dir_and_its_partitions(broker):
     t1 = TopicPartition("t", 1)
     failed = lm.dir_of(t1)
     other = next(d for d in lm.log_dirs if d != failed)
-    rm.handle_log_failure(lm.get_log(t1), OSError(5, "Input/output error"))
+    heard = []  # in a cluster: the notification the controller watches
+    rm.log_dir_failure_listeners.append(lambda d, tps: heard.append((d, tps)))
+    failing_log = lm.get_log(t1)
+    rm.handle_log_failure(failing_log, OSError(5, "Input/output error"))
     assert t1 in rm.offline_partitions and t1 not in rm.partitions
+    rm.handle_log_failure(failing_log, OSError(5, "Input/output error"))  # a second error: told once
+    assert heard == [(failed, [t1])]
     errors, parts = describe(broker)
     assert errors == {str(failed.absolute()): ErrorCode.kafka_storage_error, str(other.absolute()): ErrorCode.none}
     assert not [k for k in parts if k[0] == str(failed.absolute())]

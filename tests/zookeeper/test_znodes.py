@@ -52,6 +52,9 @@ def test_paths_are_kafkas():
     assert zk.delete_topic_path("orders") == "/admin/delete_topics/orders"
     assert zk.ISR_CHANGE_NOTIFICATION == "/isr_change_notification"
     assert zk.LATEST_PRODUCER_ID_BLOCK == "/latest_producer_id_block"
+    assert zk.LOG_DIR_EVENT_NOTIFICATION == "/log_dir_event_notification"
+    assert zk.log_dir_event_path() == "/log_dir_event_notification/log_dir_event_"  # a sequential create's prefix
+    assert zk.log_dir_event_path("log_dir_event_0000000003") == "/log_dir_event_notification/log_dir_event_0000000003"
 
 
 def test_persistent_paths_are_kafkas_persistent_zk_paths():
@@ -356,3 +359,18 @@ def test_producer_id_blocks_chain_without_gaps_or_overlap():
         seen.append((start, start + 999))
         start = zk.next_producer_id_block_start(data)
     assert seen == [(0, 999), (1000, 1999), (2000, 2999), (3000, 3999)]
+
+
+# -- /log_dir_event_notification ------------------------------------------------------------------
+
+def test_log_dir_event_is_kafkas_json():
+    """LogDirEventNotificationSequenceZNode.encode: version 1, the broker, event 1 (a log dir failure)."""
+    assert json.loads(zk.encode_log_dir_event(3)) == {"version": 1, "broker": 3, "event": 1}
+    assert zk.decode_log_dir_event(zk.encode_log_dir_event(3)) == 3
+    assert zk.decode_log_dir_event(b'{"version":1,"broker":12,"event":1}') == 12  # as Kafka writes it
+
+
+@pytest.mark.parametrize("data", [b"", None, b"not json", b"\xff\xfe", b"[1]", b'{"version":1}',
+                                  b'{"broker":"3"}', b'{"broker":true}', b'{"broker":1.5}'])
+def test_unreadable_log_dir_event_names_no_broker(data):
+    assert zk.decode_log_dir_event(data) is None
