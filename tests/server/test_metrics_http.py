@@ -4,6 +4,8 @@ request head, request body, connections, idle time — ending in a 4xx and a clo
 
 from __future__ import annotations
 
+import contextlib
+
 import h11
 import trio
 import trio.testing
@@ -46,6 +48,15 @@ async def _closed(stream) -> bool:
             return True
 
 
+@contextlib.asynccontextmanager
+async def _served(endpoint: MetricsEndpoint):
+    """A client's end of one in-memory connection that `endpoint` serves (awaited on exit)."""
+    client_stream, server_stream = trio.testing.memory_stream_pair()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(endpoint.serve_connection, server_stream)
+        yield client_stream
+
+
 def run(test):
     async def bounded():
         with trio.fail_after(10):
@@ -68,9 +79,7 @@ def _request(method: bytes, target: bytes, headers=(), body: bytes | None = None
 def test_get_metrics_twice_on_one_connection_then_close():
     async def test():
         endpoint = _endpoint()
-        client_stream, server_stream = trio.testing.memory_stream_pair()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(endpoint.serve_connection, server_stream)
+        async with _served(endpoint) as client_stream:
             client, data = _request(b"GET", b"/metrics")
             for _ in range(2):
                 await client_stream.send_all(data)
@@ -88,9 +97,7 @@ def test_get_metrics_twice_on_one_connection_then_close():
 
 def test_head_gets_the_length_without_the_body():
     async def test():
-        client_stream, server_stream = trio.testing.memory_stream_pair()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_endpoint().serve_connection, server_stream)
+        async with _served(_endpoint()) as client_stream:
             client, data = _request(b"HEAD", b"/metrics")
             await client_stream.send_all(data)
             status, headers, body = await _read_response(client_stream, client)
@@ -103,9 +110,7 @@ def test_other_paths_are_404_and_other_methods_405():
     async def test():
         for method, target, body, expected in ((b"GET", b"/", None, 404), (b"GET", b"/metricsx", None, 404),
                                                (b"POST", b"/metrics", b"x=1", 405), (b"DELETE", b"/metrics", None, 405)):
-            client_stream, server_stream = trio.testing.memory_stream_pair()
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(_endpoint().serve_connection, server_stream)
+            async with _served(_endpoint()) as client_stream:
                 client, data = _request(method, target, body=body)
                 await client_stream.send_all(data)
                 status, headers, _ = await _read_response(client_stream, client)
@@ -118,9 +123,7 @@ def test_other_paths_are_404_and_other_methods_405():
 
 def test_an_oversized_head_is_431_and_closes():
     async def test():
-        client_stream, server_stream = trio.testing.memory_stream_pair()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_endpoint().serve_connection, server_stream)
+        async with _served(_endpoint()) as client_stream:
             huge = b"x" * (metrics_http.MAX_REQUEST_HEAD + 1)
             await client_stream.send_all(b"GET /metrics HTTP/1.1\r\nhost: t\r\nx-big: " + huge)
             status, headers, _ = await _read_response(client_stream, _request(b"GET", b"/metrics")[0])
@@ -131,9 +134,7 @@ def test_an_oversized_head_is_431_and_closes():
 
 def test_an_oversized_body_is_413_and_closes():
     async def test():
-        client_stream, server_stream = trio.testing.memory_stream_pair()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_endpoint().serve_connection, server_stream)
+        async with _served(_endpoint()) as client_stream:
             client, data = _request(b"GET", b"/metrics", body=b"y" * (metrics_http.MAX_REQUEST_BODY + 1))
             await client_stream.send_all(data)
             status, _, _ = await _read_response(client_stream, client)
@@ -144,9 +145,7 @@ def test_an_oversized_body_is_413_and_closes():
 
 def test_garbage_is_400_and_a_failing_render_500_and_both_close():
     async def test():
-        client_stream, server_stream = trio.testing.memory_stream_pair()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_endpoint().serve_connection, server_stream)
+        async with _served(_endpoint()) as client_stream:
             await client_stream.send_all(b"\x00\x01 not http at all\r\n\r\n")
             status, _, _ = await _read_response(client_stream, _request(b"GET", b"/metrics")[0])
             assert status == 400
@@ -155,9 +154,7 @@ def test_garbage_is_400_and_a_failing_render_500_and_both_close():
         def broken() -> bytes:
             raise RuntimeError("a bug")
 
-        client_stream, server_stream = trio.testing.memory_stream_pair()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_endpoint(broken).serve_connection, server_stream)
+        async with _served(_endpoint(broken)) as client_stream:
             client, data = _request(b"GET", b"/metrics")
             await client_stream.send_all(data)
             status, _, _ = await _read_response(client_stream, client)
@@ -172,14 +169,10 @@ def test_connections_beyond_the_limit_are_closed_and_idle_ones_time_out(monkeypa
     async def test():
         endpoint = _endpoint()
         endpoint.open_connections = metrics_http.MAX_CONNECTIONS
-        client_stream, server_stream = trio.testing.memory_stream_pair()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(endpoint.serve_connection, server_stream)
+        async with _served(endpoint) as client_stream:
             assert await _closed(client_stream)
         endpoint.open_connections = 0
-        client_stream, server_stream = trio.testing.memory_stream_pair()
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(endpoint.serve_connection, server_stream)
+        async with _served(endpoint) as client_stream:
             await client_stream.send_all(b"GET /met")  # and nothing more
             assert await _closed(client_stream)
         assert endpoint.open_connections == 0
