@@ -31,7 +31,6 @@ from kbroker.errors import InvalidConfigError
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_ENTITY = "<default>"  # Kafka's ZooKeeper name of the cluster-wide broker entity
 
 # Kafka's DynamicLogConfig.ReconfigurableConfigs: the first broker synonym of each topic config
 _LOG_KEYS = {synonyms[0] for _, synonyms in TOPIC_CONFIGS.values() if synonyms} | {"log.message.downconversion.enable"}

@@ -11,7 +11,8 @@ from __future__ import annotations
 from kbroker.api.context import RequestContext
 from kbroker.api.views import describe_view_config
 from kbroker.config import TOPIC_CONFIGS, broker_config_def, describe_topic_config, format_value, validate_topic_configs
-from kbroker.dynamic_config import DEFAULT_ENTITY, describe_broker_config, validate_alter
+from kbroker.dynamic_config import describe_broker_config, validate_alter
+from kbroker.metadata.store import DEFAULT_BROKER_ENTITY
 from kbroker.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -34,7 +35,7 @@ def _broker_entity(ctx: RequestContext, name: str) -> str:
     """Where an altered broker resource's configs are stored: this broker's id, or `<default>` for
     the empty name (Kafka's getBrokerId)."""
     _check_broker(ctx, name)
-    return name or DEFAULT_ENTITY
+    return name or DEFAULT_BROKER_ENTITY
 
 
 async def describe_configs(ctx: RequestContext, request) -> dict:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Callable, Protocol
 
 from kbroker.log.checkpoint import write_atomically
+from kbroker.zookeeper.znodes import DEFAULT_BROKER_ENTITY  # Kafka's name, the same on the single node
 from kbroker.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
@@ -73,7 +74,6 @@ class TopicInfo:
 
 MetadataListener = Callable[[str, "TopicInfo | None"], None]
 BrokerConfigListener = Callable[[dict[str, str], dict[str, str]], None]  # (this broker's, the default)
-DEFAULT_BROKER_ENTITY = "<default>"
 
 
 class MetadataStore(Protocol):
