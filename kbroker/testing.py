@@ -89,6 +89,7 @@ class KafkaContainer:
         self._trio_token = None
         self._stop_scope = None
         self._proc: subprocess.Popen | None = None
+        self.log_path: Path | None = None  # the child process's output (mode="process")
 
     # --- testcontainers' calls ---------------------------------------------------------------------
 
@@ -142,12 +143,13 @@ class KafkaContainer:
         if self._thread is not None:
             import trio
 
-            try:
-                trio.from_thread.run_sync(self._stop_scope.cancel, trio_token=self._trio_token)
-            except (trio.RunFinishedError, AttributeError):
-                pass  # it already ended (or never got that far)
+            if self._stop_scope is not None:  # else its run never got as far as serving
+                try:
+                    trio.from_thread.run_sync(self._stop_scope.cancel, trio_token=self._trio_token)
+                except trio.RunFinishedError:
+                    pass  # it already ended
             self._thread.join(START_TIMEOUT_S)
-            self._thread = None
+            self._thread = self._stop_scope = self._trio_token = None
         if self._proc is not None:
             if self._proc.poll() is None:
                 self._proc.terminate()  # the process we started, by PID
@@ -160,7 +162,9 @@ class KafkaContainer:
         self._bound_port = None
         if self.data_dir is not None and delete_volume:
             shutil.rmtree(self.data_dir, ignore_errors=True)
-            self.data_dir = None
+            if self.log_path is not None:
+                self.log_path.unlink(missing_ok=True)
+            self.data_dir = self.log_path = None
 
     def __enter__(self) -> "KafkaContainer":
         return self.start()
