@@ -158,8 +158,7 @@ class ReplicaManager:
                 self.log_manager.delete_log(tp)
                 self._wake(tp)
             return
-        log_config = log_config_for(self.config, info.configs)
-        min_isr = int(effective_topic_value(self.config, info.configs, "min.insync.replicas"))
+        log_config, min_isr = self._log_settings(info.configs)
         for index, replicas in enumerate(info.assignment):
             tp = TopicPartition(name, index)
             partition = self.partitions.get(tp)
@@ -180,20 +179,27 @@ class ReplicaManager:
         by_topic: dict[str, tuple[Any, int]] = {}
         for tp, partition in self.partitions.items():
             if tp.topic not in by_topic:
-                configs = self.metadata.configs_of(tp.topic)
-                if configs is None:
-                    info = self.metadata.topic(tp.topic)
-                    configs = info.configs if info else {}
-                by_topic[tp.topic] = (log_config_for(self.config, configs),
-                                      int(effective_topic_value(self.config, configs, "min.insync.replicas")))
+                by_topic[tp.topic] = self._log_settings(self._topic_configs(tp.topic))
             partition.set_log_config(*by_topic[tp.topic])
 
     def _apply_configs(self, name: str, info: TopicInfo) -> None:
-        log_config = log_config_for(self.config, info.configs)
-        min_isr = int(effective_topic_value(self.config, info.configs, "min.insync.replicas"))
+        log_config, min_isr = self._log_settings(info.configs)
         for tp, partition in self.partitions.items():
             if tp.topic == name:
                 partition.set_log_config(log_config, min_isr)
+
+    def _log_settings(self, configs: dict[str, str]) -> tuple[Any, int]:
+        """A topic's log config and min.insync.replicas: its overrides over the broker's defaults."""
+        return (log_config_for(self.config, configs),
+                int(effective_topic_value(self.config, configs, "min.insync.replicas")))
+
+    def _topic_configs(self, name: str) -> dict[str, str]:
+        """A topic's overrides as the metadata knows them (none for a topic it does not know yet)."""
+        configs = self.metadata.configs_of(name)
+        if configs is None:
+            info = self.metadata.topic(name)
+            configs = info.configs if info else {}
+        return configs
 
     # -- roles, in a cluster (LeaderAndIsr, StopReplica) ------------------------------------------
     def check_controller_epoch(self, epoch: int) -> None:
@@ -210,12 +216,7 @@ class ReplicaManager:
         leaders: list[Partition] = []
         followers: list[Partition] = []
         for topic in request.topic_states:
-            configs = self.metadata.configs_of(topic.topic_name)
-            if configs is None:
-                info = self.metadata.topic(topic.topic_name)
-                configs = info.configs if info else {}
-            log_config = log_config_for(self.config, configs)
-            min_isr = int(effective_topic_value(self.config, configs, "min.insync.replicas"))
+            log_config, min_isr = self._log_settings(self._topic_configs(topic.topic_name))
             for ps in topic.partition_states:
                 key = (topic.topic_name, ps.partition_index)
                 tp = TopicPartition(*key)
