@@ -109,21 +109,27 @@ class ProducerIdManager:
 
 class Broker:
     def __init__(self, config: BrokerConfig, advertised: tuple[str, int], zk_session=None,
-                 dir_lock: LogDirLock | None = None) -> None:
+                 dir_lock: LogDirLock | None = None,
+                 endpoints: tuple[tuple[str, str, str, int], ...] = ()) -> None:
+        """`advertised` is the inter-broker listener's address, `endpoints` every listener's
+        (name, protocol, host, port) as clients are told them."""
         self.config = config
         self.node_id = config.node_id
         host, port = advertised
         if host in ("", "0.0.0.0", "::"):
             host = socket.getfqdn()
-        self.info = BrokerInfo(self.node_id, host, port, config.get("broker.rack"))
+        endpoints = tuple((n, p, socket.getfqdn() if h in ("", "0.0.0.0", "::") else h, pt)
+                          for n, p, h, pt in endpoints)
+        self.info = BrokerInfo(self.node_id, host, port, config.get("broker.rack"), endpoints)
         log_dirs = config.log_dirs
         self.log_manager = LogManager(log_dirs, log_config_for(config, {}), now_ms=now_ms, dir_lock=dir_lock,
                                       producer_id_expiration_ms=config.get("producer.id.expiration.ms"))
         self.log_manager.lock_dirs()  # before the metadata store or recovery touch a file
         self.cluster = zk_session is not None
+        self.reconfigurables: list = []  # called after dynamic broker configs change
         self.controller = None  # KafkaController, in a cluster
         if self.cluster:
-            self.metadata = ClusterMetadataStore(zk_session, self.info)
+            self.metadata = ClusterMetadataStore(zk_session, self.info, config.inter_broker_listener_name)
         else:
             self.metadata = LocalMetadataStore(log_dirs[0], self.info, config.get("cluster.id"))
         self.views = ClusterViewCatalogue(zk_session) if self.cluster else LocalViewCatalogue(log_dirs[0])
@@ -463,6 +469,11 @@ class Broker:
         self.log_manager.producer_id_expiration_ms = self.config.get("producer.id.expiration.ms")
         self.replica_manager.reconfigure_logs()
         self.replica_manager.quotas.update_rates(own, default)
+        for reconfigure in self.reconfigurables:  # the server's listeners (a renewed keystore, ...)
+            try:
+                reconfigure()
+            except Exception:
+                logger.exception("applying dynamic broker configs failed")
 
     # -- periodic work --------------------------------------------------------------------------
     def periodic_tasks(self) -> list[tuple[float, callable]]:

@@ -21,6 +21,7 @@ from kbroker.errors import InvalidConfigError
 from kbroker.log.config import LogConfig
 from kbroker.retry.tiers import parse_tiers
 
+from kbroker.config_security import SECURITY_PROTOCOLS, listener_key
 from kbroker.config_defs import (  # noqa: F401 - the tables are re-exported: kbroker.config is where callers look
     BROKER_CONFIGS,
     BROKER_QUOTA_CONFIGS,
@@ -84,8 +85,9 @@ class BrokerConfig:
     def from_dict(cls, raw: Mapping[str, Any]) -> "BrokerConfig":
         config = cls()
         for key, value in raw.items():
-            if key in BROKER_CONFIGS:
-                config.explicit[key] = parse_value(BROKER_CONFIGS[key], value)
+            definition = BROKER_CONFIGS.get(key) or (broker_config_def(key) if key.startswith("listener.name.") else None)
+            if definition is not None:
+                config.explicit[key] = parse_value(definition, value)
             else:
                 config.unknown[key] = str(value)  # Kafka logs and ignores unknown keys
         config.check_rules()
@@ -96,7 +98,8 @@ class BrokerConfig:
         start-up: the listeners parse; every broker value a topic config falls back to passes that
         topic config's validator (Kafka builds its default LogConfig from them); the resolved
         retention is -1 or at least 1 ms; a follower's fetch wait fits its timeouts."""
-        self.listeners, self.advertised_listeners, self.metrics_listener  # noqa: B018 - parsed for their errors
+        self.endpoints, self.advertised_endpoints, self.metrics_listener  # noqa: B018 - parsed for their errors
+        self.inter_broker_listener_name, self.control_plane_listener_name  # noqa: B018
         for topic_key, (definition, synonyms) in TOPIC_CONFIGS.items():
             value, broker_key = self.broker_value_for_topic_key(topic_key) if synonyms else (None, None)
             if broker_key is not None and isinstance(definition.valid, Rule) and not definition.valid(value):
@@ -158,6 +161,68 @@ class BrokerConfig:
         return parse_listeners(self.get("advertised.listeners") or self.get("listeners"))
 
     @property
+    def protocol_map(self) -> dict[str, str]:
+        """listener.security.protocol.map as {listener name: security protocol}."""
+        return parse_protocol_map(self.get("listener.security.protocol.map"))
+
+    @property
+    def endpoints(self) -> list["Endpoint"]:
+        """The listeners with their security protocols, checked as Kafka's KafkaConfig checks them."""
+        return _endpoints(self.listeners, self.protocol_map, "listeners")
+
+    @property
+    def advertised_endpoints(self) -> list["Endpoint"]:
+        """What clients are told per listener: advertised.listeners, else listeners (ports as bound)."""
+        if not self.get("advertised.listeners"):
+            return self.endpoints
+        advertised = _endpoints(self.advertised_listeners, self.protocol_map, "advertised.listeners")
+        names = {e.name for e in self.endpoints}
+        stray = [e.name for e in advertised if e.name not in names]
+        if stray:
+            raise InvalidConfigError(f"advertised.listeners listener names must be equal to or a subset of the ones "
+                                     f"defined in listeners. Found {','.join(stray)}. The valid options based on "
+                                     f"the current configuration are {','.join(sorted(names))}")
+        return advertised
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        """inter.broker.listener.name, else the listener named after security.inter.broker.protocol;
+        on the single node (no ZooKeeper, no other broker) the first listener when neither matches."""
+        if self.is_set("inter.broker.listener.name") and self.is_set("security.inter.broker.protocol"):
+            raise InvalidConfigError("Only one of inter.broker.listener.name and security.inter.broker.protocol "
+                                     "should be set.")
+        name = self.get("inter.broker.listener.name") or self.get("security.inter.broker.protocol")
+        names = [e.name for e in self.endpoints]
+        if name in names:
+            return name
+        if not self.is_set("zookeeper.connect") and not self.is_set("inter.broker.listener.name"):
+            return names[0]
+        raise InvalidConfigError(f"inter.broker.listener.name must be a listener name defined in "
+                                 f"advertised.listeners. The valid options based on currently configured listeners "
+                                 f"are {','.join(names)}")
+
+    @property
+    def control_plane_listener_name(self) -> str:
+        name = self.get("control.plane.listener.name")
+        if name is None:
+            return self.inter_broker_listener_name
+        if name not in [e.name for e in self.endpoints]:
+            raise InvalidConfigError(f"control.plane.listener.name {name} must be a listener name defined in "
+                                     f"listeners")
+        return name
+
+    def listener_get(self, listener: str, key: str, mechanism: str | None = None) -> Any:
+        """A security key as a listener sees it: `listener.name.<listener>.[<mechanism>.]<key>` when
+        set (in any layer), else the broker-wide `key` (except a mechanism's JAAS line: Kafka's
+        brokers read it per listener and mechanism only)."""
+        scoped = listener_key(listener, key, mechanism)
+        if self.is_set(scoped):
+            return self.get(scoped)
+        if mechanism is not None:
+            return None
+        return self.get(key)
+
+    @property
     def metrics_listener(self) -> tuple[str, int] | None:
         """(host, port) of the Prometheus endpoint, None when `metrics.listener` is unset."""
         text = self.get("metrics.listener")
@@ -196,6 +261,53 @@ def parse_listeners(text: str) -> list[tuple[str, str, int]]:
             raise InvalidConfigError(f"Invalid port {port} in listener {item}: a port is 0 to 65535")
         result.append((match.group(1), match.group(2), port))
     return result
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    host: str
+    port: int
+    protocol: str  # PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL
+
+    def __str__(self) -> str:
+        return f"{self.name}://{self.host}:{self.port}"
+
+
+def parse_protocol_map(text: str) -> dict[str, str]:
+    """`NAME:PROTOCOL,...` with Kafka's checks."""
+    out: dict[str, str] = {}
+    for item in str(text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, sep, protocol = item.partition(":")
+        protocol = protocol.strip().upper()
+        if not sep or not name.strip():
+            raise InvalidConfigError(f"Invalid value {text} for configuration listener.security.protocol.map: "
+                                     f"Map entry '{item}' is not of the form NAME:PROTOCOL")
+        if protocol not in SECURITY_PROTOCOLS:
+            raise InvalidConfigError(f"Invalid value {text} for configuration listener.security.protocol.map: "
+                                     f"No enum constant {protocol} (the protocols are "
+                                     f"{', '.join(SECURITY_PROTOCOLS)})")
+        out[name.strip().upper()] = protocol
+    return out
+
+
+def _endpoints(listeners: list[tuple[str, str, int]], protocols: dict[str, str], key: str) -> list[Endpoint]:
+    names = [name.upper() for name, _, _ in listeners]
+    if len(set(names)) != len(names):
+        raise InvalidConfigError(f"Each listener must have a different name unless you have exactly one listener "
+                                 f"on IPv4 and the other IPv6 on the same port, {key}: "
+                                 f"{','.join(f'{n}://{h}:{p}' for n, h, p in listeners)}")
+    out = []
+    for name, host, port in listeners:
+        protocol = protocols.get(name.upper())
+        if protocol is None:
+            raise InvalidConfigError(f"No security protocol defined for listener {name.upper()} (add it to "
+                                     f"listener.security.protocol.map)")
+        out.append(Endpoint(name.upper(), host, port, protocol))
+    return out
 
 
 def parse_metrics_listener(text: str) -> tuple[str, int]:

@@ -8,6 +8,7 @@ is dynamic_config.py's.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from dataclasses import dataclass
@@ -309,8 +310,6 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("max.connections.per.ip.overrides", _S, "", "Per-IP connection limits (accepted, no effect)."),
         ConfigDef("max.connection.creation.rate", _I, 2147483647, "New connections per second (accepted, no effect).",
                   _at_least(0)),
-        ConfigDef("listener.security.protocol.map", _S, "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,"
-                  "SASL_SSL:SASL_SSL", "Listener names to security protocols (kbroker serves PLAINTEXT)."),
         ConfigDef("metric.reporters", _LIST, [], "Metrics reporter classes (accepted, no effect)."),
         ConfigDef("transaction.partition.verification.enable", _B, True,
                   "Verify a partition is in the transaction before appending (accepted, no effect)."),
@@ -426,10 +425,23 @@ BROKER_QUOTA_CONFIGS: dict[str, ConfigDef] = {
 
 
 def broker_config_def(key: str) -> ConfigDef | None:
-    """The definition of a broker key, static or quota."""
-    return BROKER_CONFIGS.get(key) or BROKER_QUOTA_CONFIGS.get(key)
+    """The definition of a broker key, static or quota, or of a listener-scoped one
+    (`listener.name.<listener>.[<mechanism>.]<key>`: the base key's definition under that name)."""
+    found = BROKER_CONFIGS.get(key) or BROKER_QUOTA_CONFIGS.get(key)
+    if found is None and key.startswith("listener.name."):
+        from kbroker.config_security import split_listener_key
+
+        parts = split_listener_key(key, BROKER_CONFIGS)
+        if parts is not None:
+            found = dataclasses.replace(BROKER_CONFIGS[parts[2]], name=key)
+    return found
 
 
 # Broker keys given in larger units; their value is converted to the topic key's milliseconds.
 UNIT_MS = {"log.retention.minutes": 60_000, "log.retention.hours": 3_600_000, "log.roll.hours": 3_600_000,
             "log.roll.jitter.hours": 3_600_000}
+
+
+# Kafka's connection-security keys live in their own table (config_security.py), which adds them to
+# BROKER_CONFIGS when imported; importing it here makes that happen whichever module comes first.
+import kbroker.config_security  # noqa: E402,F401 - needs the classes above

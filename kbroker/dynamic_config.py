@@ -27,6 +27,7 @@ from kbroker.config import (
     format_value,
     parse_value,
 )
+from kbroker.config_security import split_listener_key
 from kbroker.errors import InvalidConfigError
 
 logger = logging.getLogger(__name__)
@@ -47,11 +48,54 @@ _OTHER_KEYS = {"metric.reporters", "producer.id.expiration.ms", "transaction.par
                "remote.log.index.file.cache.total.size.bytes", "remote.fetch.max.wait.ms",
                "remote.log.manager.copy.max.bytes.per.second", "remote.log.manager.fetch.max.bytes.per.second"}
 
+# Kafka's DynamicSecurityConfigs (SslConfigs.RECONFIGURABLE_CONFIGS): a listener's keystore and
+# truststore, changed only under the listener's prefix (listener.name.<listener>.ssl.keystore.location)
+SECURITY_RELOAD_KEYS = frozenset({"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
+                                  "ssl.key.password", "ssl.truststore.type", "ssl.truststore.location",
+                                  "ssl.truststore.password", "ssl.keystore.key", "ssl.keystore.certificate.chain",
+                                  "ssl.truststore.certificates"})
+# the rest of Kafka's DynamicListenerConfig.ReconfigurableConfigs: SSL and SASL keys, per broker
+_LISTENER_SECURITY_KEYS = frozenset({
+    "principal.builder.class", "ssl.protocol", "ssl.provider", "ssl.cipher.suites", "ssl.enabled.protocols",
+    "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm", "ssl.endpoint.identification.algorithm",
+    "ssl.secure.random.implementation", "ssl.client.auth", "ssl.engine.factory.class",
+    "sasl.mechanism.inter.broker.protocol", "sasl.jaas.config", "sasl.enabled.mechanisms",
+    "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd", "sasl.kerberos.ticket.renew.window.factor",
+    "sasl.kerberos.ticket.renew.jitter", "sasl.kerberos.min.time.before.relogin",
+    "sasl.kerberos.principal.to.local.rules", "sasl.login.refresh.window.factor", "sasl.login.refresh.window.jitter",
+    "sasl.login.refresh.min.period.seconds", "sasl.login.refresh.buffer.seconds"}) | SECURITY_RELOAD_KEYS
+_CLUSTER_LEVEL_LISTENER_KEYS = frozenset({"max.connections", "max.connection.creation.rate", "num.network.threads"})
+
 # every broker key that may change at run time (Kafka's DynamicConfig.Broker names, those kbroker knows)
 DYNAMIC_BROKER_KEYS = frozenset(_LOG_KEYS | _CLEANER_KEYS | THREAD_KEYS | _LISTENER_KEYS | _SOCKET_KEYS
-                                | _OTHER_KEYS | set(BROKER_QUOTA_CONFIGS))
+                                | _OTHER_KEYS | set(BROKER_QUOTA_CONFIGS) | _LISTENER_SECURITY_KEYS)
 # set on one broker only, never as the cluster-wide default (Kafka's PerBrokerConfigs)
-PER_BROKER_KEYS = frozenset({"advertised.listeners", "listeners", "listener.security.protocol.map"})
+PER_BROKER_KEYS = frozenset({"advertised.listeners", "listeners", "listener.security.protocol.map"}
+                            | _LISTENER_SECURITY_KEYS)
+
+
+def _listener_base(key: str) -> str | None:
+    """The base key of a listener-scoped key (`listener.name.<listener>.[<mechanism>.]<key>`)."""
+    if not key.startswith("listener.name."):
+        return None
+    parts = split_listener_key(key, BROKER_CONFIGS)
+    return parts[2] if parts is not None else None
+
+
+def is_dynamic(key: str) -> bool:
+    """Whether a broker key may change at run time: Kafka's dynamic keys, and the listener-scoped
+    form of every listener config (SSL, SASL, connection limits)."""
+    base = _listener_base(key)
+    if base is not None:
+        return base in _LISTENER_SECURITY_KEYS or base in _CLUSTER_LEVEL_LISTENER_KEYS
+    return key in DYNAMIC_BROKER_KEYS
+
+
+def is_per_broker(key: str) -> bool:
+    base = _listener_base(key)
+    if base is not None:
+        return base not in _CLUSTER_LEVEL_LISTENER_KEYS
+    return key in PER_BROKER_KEYS
 # what kbroker stores and describes but does not act on (docs/configuration.md)
 NO_EFFECT_KEYS = frozenset(THREAD_KEYS | {"num.network.threads", "log.cleaner.threads",
                                           "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
@@ -91,23 +135,46 @@ def validate_alter(config: BrokerConfig, resource_name: str, props: Mapping[str,
     unknown = [k for k in props if broker_config_def(k) is None]
     if unknown:  # Kafka stores custom keys; kbroker would silently ignore them, so it refuses
         raise refuse(f"Unknown broker config name: {_scala_set(unknown)}")
-    static = [k for k in props if k not in DYNAMIC_BROKER_KEYS]
+    static = [k for k in props if not is_dynamic(k)]
     if static:
         raise refuse(f"Cannot update these configs dynamically: {_scala_set(static)}")
+    unprefixed = [k for k in props if k in SECURITY_RELOAD_KEYS]
+    if unprefixed:
+        raise refuse("These security configs can be dynamically updated only per-listener using the listener "
+                     f"prefix: {_scala_set(unprefixed)}")
     try:
         typed = {k: parse_value(broker_config_def(k), v) for k, v in props.items()}
     except InvalidConfigError as exc:
         raise refuse(str(exc)) from None
-    if not per_broker and PER_BROKER_KEYS & set(props):
+    per_broker_keys = {k for k in props if is_per_broker(k)}
+    if not per_broker and per_broker_keys:
         raise refuse("Cannot update these configs at default cluster level, broker id must be specified: "
-                     f"{_scala_set(PER_BROKER_KEYS & set(props))}")
+                     f"{_scala_set(per_broker_keys)}")
     trial = _with_layer(config, typed, per_broker)
     try:
         _check_thread_counts(config, trial)
         trial.check_rules()
+        _check_keystores(trial, props)
     except InvalidConfigError as exc:
         raise refuse(str(exc)) from None
     return typed
+
+
+def _check_keystores(trial: BrokerConfig, props: Mapping[str, str]) -> None:
+    """A new keystore or truststore of an SSL listener must load, as Kafka's SslFactory validates a
+    reconfiguration before it applies it."""
+    from kbroker.errors import StartupError
+    from kbroker.tlsconfig import KeyMaterial, server_context
+
+    changed = {split_listener_key(k, BROKER_CONFIGS)[0].upper() for k in props
+               if _listener_base(k) in SECURITY_RELOAD_KEYS}
+    for endpoint in trial.endpoints:
+        if endpoint.name in changed and endpoint.protocol in ("SSL", "SASL_SSL"):
+            try:
+                server_context(KeyMaterial(lambda key, n=endpoint.name: trial.listener_get(n, key),
+                                           f"listener {endpoint}"))
+            except StartupError as exc:
+                raise InvalidConfigError(f"Validation of dynamic config update of SSLFactory failed: {exc}") from None
 
 
 def _with_layer(config: BrokerConfig, typed: dict[str, Any], per_broker: bool) -> BrokerConfig:
@@ -135,7 +202,7 @@ def _typed_layer(stored: Mapping[str, str], per_broker: bool, what: str) -> dict
     typed = {}
     for key, value in stored.items():
         definition = broker_config_def(key)
-        if definition is None or key not in DYNAMIC_BROKER_KEYS or (not per_broker and key in PER_BROKER_KEYS):
+        if definition is None or not is_dynamic(key) or (not per_broker and is_per_broker(key)):
             logger.warning("ignoring the %s dynamic config %s: it cannot be set there at run time", what, key)
             continue
         try:
@@ -165,7 +232,8 @@ def describe_broker_config(config: BrokerConfig, per_broker: bool = True) -> lis
     every config with its value, the source of the value and its synonyms (dynamic, dynamic default,
     static, default); for the empty name, only the cluster-wide default configs set. A config that
     cannot change at run time is read-only."""
-    names = sorted({*BROKER_CONFIGS, *BROKER_QUOTA_CONFIGS}) if per_broker else sorted(config.dynamic_default)
+    scoped = {k for layer, _ in config.layers() for k in layer if k.startswith("listener.name.")}
+    names = sorted({*BROKER_CONFIGS, *BROKER_QUOTA_CONFIGS, *scoped}) if per_broker else sorted(config.dynamic_default)
     entries = []
     for name in names:
         definition = broker_config_def(name)
@@ -181,7 +249,7 @@ def describe_broker_config(config: BrokerConfig, per_broker: bool = True) -> lis
             value, synonyms = None, [(n, None, s) for n, _, s in synonyms]
         entries.append(ConfigEntry(name, None if value is None else format_value(value),
                                    synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG,
-                                   name not in DYNAMIC_BROKER_KEYS, definition.sensitive, definition.type,
+                                   not is_dynamic(name), definition.sensitive, definition.type,
                                    definition.doc, tuple(synonyms)))
     return entries
 

@@ -75,6 +75,7 @@ StaleBrokerEpochError = _error("StaleBrokerEpochError", ErrorCode.stale_broker_e
 NotControllerError = _error("NotControllerError", ErrorCode.not_controller)
 LeaderNotAvailableError = _error("LeaderNotAvailableError", ErrorCode.leader_not_available)
 OffsetMovedToTieredStorageError = _error("OffsetMovedToTieredStorageError", ErrorCode.offset_moved_to_tiered_storage)
+ResourceNotFoundError = _error("ResourceNotFoundError", ErrorCode.resource_not_found)
 
 
 def error_code_of(exc: BaseException) -> ErrorCode:

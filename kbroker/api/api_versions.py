@@ -9,14 +9,14 @@ from kbroker.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request) -> dict:
-    from kbroker.api.dispatch import DISPATCH
+    from kbroker.api.dispatch import DISPATCH, served
 
     return {
         "error_code": ErrorCode.none,
         "api_keys": [
             {"api_key": key, "min_version": spec.min_version, "max_version": spec.max_version}
             for key, spec in sorted(DISPATCH.items())
-            if ctx.broker.cluster or not spec.cluster_only
+            if served(spec, ctx.broker, ctx.session)
         ],
         "throttle_time": 0,
         "supported_features": [],

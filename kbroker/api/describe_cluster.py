@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kbroker.api.authorization import NOT_REQUESTED, ResourceType, authorized_operations
-from kbroker.api.context import RequestContext
+from kbroker.api.context import RequestContext, listener_addresses
 from kbroker.errors import ErrorCode
 
 
@@ -20,7 +20,8 @@ async def handle(ctx: RequestContext, request) -> dict:
         "cluster_id": metadata.cluster_id,
         "controller_id": metadata.controller_id,
         "brokers": [
-            {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in metadata.brokers()
+            {"broker_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+            for b, host, port in listener_addresses(ctx, metadata.brokers())
         ],
         "cluster_authorized_operations": operations,
     }

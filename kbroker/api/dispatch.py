@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from time import perf_counter
+from time import perf_counter, time
 from typing import Any, Awaitable, Callable
 
 from kbroker.api import (
@@ -32,6 +32,8 @@ from kbroker.api import (
     offsets,
     produce,
     reassignments,
+    sasl,
+    scram_credentials,
     topics,
     transaction_listing,
     transactions,
@@ -67,6 +69,14 @@ class ApiSpec:
     max_version: int
     handler: Handler
     cluster_only: bool = False  # inter-broker APIs: served (and advertised) only in a cluster
+    sasl_only: bool = False  # served (and advertised) only on SASL listeners
+
+
+def served(spec: ApiSpec, broker, session) -> bool:
+    """Whether this connection is served `spec` (and ApiVersions lists it)."""
+    if spec.cluster_only and not broker.cluster:
+        return False
+    return not spec.sasl_only or (session is not None and session.sasl)
 
 
 DISPATCH: dict[int, ApiSpec] = {
@@ -87,6 +97,7 @@ DISPATCH: dict[int, ApiSpec] = {
     14: ApiSpec("SyncGroup", 0, 5, groups.sync_group),
     15: ApiSpec("DescribeGroups", 0, 5, groups.describe_groups),
     16: ApiSpec("ListGroups", 0, 5, groups.list_groups),
+    17: ApiSpec("SaslHandshake", 0, 1, sasl.sasl_handshake, sasl_only=True),
     18: ApiSpec("ApiVersions", 0, 4, api_versions.handle),
     19: ApiSpec("CreateTopics", 2, 7, topics.create_topics),
     20: ApiSpec("DeleteTopics", 1, 6, topics.delete_topics),
@@ -102,6 +113,7 @@ DISPATCH: dict[int, ApiSpec] = {
     33: ApiSpec("AlterConfigs", 0, 2, configs.alter_configs),
     34: ApiSpec("AlterReplicaLogDirs", 1, 2, alter_replica_log_dirs.handle),
     35: ApiSpec("DescribeLogDirs", 1, 4, describe_log_dirs.handle),
+    36: ApiSpec("SaslAuthenticate", 0, 2, sasl.sasl_authenticate, sasl_only=True),
     37: ApiSpec("CreatePartitions", 0, 3, topics.create_partitions),
     42: ApiSpec("DeleteGroups", 0, 2, groups.delete_groups),
     43: ApiSpec("ElectLeaders", 0, 2, elect_leaders.handle, cluster_only=True),
@@ -109,6 +121,8 @@ DISPATCH: dict[int, ApiSpec] = {
     45: ApiSpec("AlterPartitionReassignments", 0, 0, reassignments.alter_partition_reassignments, cluster_only=True),
     46: ApiSpec("ListPartitionReassignments", 0, 0, reassignments.list_partition_reassignments, cluster_only=True),
     47: ApiSpec("OffsetDelete", 0, 0, offsets.offset_delete),
+    50: ApiSpec("DescribeUserScramCredentials", 0, 0, scram_credentials.describe_user_scram_credentials),
+    51: ApiSpec("AlterUserScramCredentials", 0, 0, scram_credentials.alter_user_scram_credentials),
     56: ApiSpec("AlterPartition", 2, 3, cluster.alter_partition, cluster_only=True),
     60: ApiSpec("DescribeCluster", 0, 1, describe_cluster.handle),
     61: ApiSpec("DescribeProducers", 0, 0, describe_producers.handle),
@@ -117,19 +131,24 @@ DISPATCH: dict[int, ApiSpec] = {
 }
 
 
-async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | list | Deferred | None:
+async def handle_frame(broker, frame: bytes, client_host: str = "",
+                       session=None) -> bytes | list | Deferred | None:
     """Answer one request frame: response bytes, None for no response (acks=0), for Fetch a
     list of chunks (bytes and file ranges the server sends with sendfile), or a Deferred whose
     complete() gives one of those after a wait the connection need not sit through.
 
-    Raises ProtocolError when the connection must be closed.
+    `session` is the connection's (security/session.py): before authentication only ApiVersions and
+    the SASL APIs are served. Raises ProtocolError when the connection must be closed.
     """
     stats = broker.stats
     started = perf_counter() if stats is not None else 0.0
     header, body_offset = parse_request_header(frame)
     spec = DISPATCH.get(header.api_key)
-    if spec is None or (spec.cluster_only and not broker.cluster):
+    if spec is None or not served(spec, broker, session):
         raise ProtocolError(f"unknown API key {header.api_key}")
+    if session is not None and not session.may_send(header.api_key, int(time() * 1000)):
+        raise ProtocolError(f"{spec.name} before authentication completed" if not session.authenticated
+                            else f"{spec.name} after the SASL session expired (connections.max.reauth.ms)")
     if not spec.min_version <= header.api_version <= spec.max_version:
         if header.api_key == API_VERSIONS_KEY:
             return api_versions.unsupported_version_response(header.correlation_id, spec.min_version, spec.max_version)
@@ -138,7 +157,7 @@ async def handle_frame(broker, frame: bytes, client_host: str = "") -> bytes | l
         request = decode_produce_request(header.api_version, frame, body_offset)
     else:
         request = decode_request(header, frame, body_offset)
-    ctx = RequestContext(header, broker, client_host)
+    ctx = RequestContext(header, broker, client_host, session)
     data = await _answer(spec, header, spec.handler(ctx, request))
     if isinstance(data, Deferred):
         async def complete() -> bytes | list | None:

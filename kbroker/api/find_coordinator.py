@@ -38,11 +38,12 @@ async def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
     else:
         leader_id = info.assignment[partition][0] if info is not None else -1
     me = next((b for b in broker.metadata.brokers() if b.node_id == leader_id), None)
-    if me is None:
+    address = me.address_for(ctx.listener) if me is not None else None
+    if me is None or address is None:
         return {"key": key, "error_code": ErrorCode.coordinator_not_available,
                 "error_message": "The coordinator is not available.", "node_id": -1, "host": "", "port": -1}
     return {"key": key, "error_code": ErrorCode.none, "error_message": None,
-            "node_id": me.node_id, "host": me.host, "port": me.port}
+            "node_id": me.node_id, "host": address[0], "port": address[1]}
 
 
 async def handle(ctx: RequestContext, request) -> dict:

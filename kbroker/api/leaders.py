@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from kbroker.api.context import RequestContext
+from kbroker.api.context import RequestContext, listener_addresses
 from kbroker.errors import ErrorCode
 from kbroker.log.topic_partition import TopicPartition
 
@@ -42,9 +42,9 @@ def add_current_leaders(ctx: RequestContext, data: dict, entries: Iterable[tuple
             entry["current_leader"] = {"leader_id": leader, "leader_epoch": epoch}
             leaders.add(leader)
     metadata = ctx.broker.metadata
-    endpoints = [metadata.broker(b) for b in sorted(leaders)]
-    data["node_endpoints"] = [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-                              for b in endpoints if b is not None]
+    endpoints = [b for b in (metadata.broker(b) for b in sorted(leaders)) if b is not None]
+    data["node_endpoints"] = [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+                              for b, host, port in listener_addresses(ctx, endpoints)]
 
 
 def add_fetch_leaders(ctx: RequestContext, data: dict) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kbroker.api import views
 from kbroker.api.authorization import NOT_REQUESTED as NO_AUTHORIZED_OPERATIONS, ResourceType, authorized_operations
-from kbroker.api.context import RequestContext
+from kbroker.api.context import RequestContext, listener_addresses
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.metadata.store import TopicInfo
 
@@ -122,7 +122,8 @@ async def handle(ctx: RequestContext, request) -> dict:
         cluster_operations = authorized_operations(ResourceType.CLUSTER, "kafka-cluster", ctx)
     return {
         "throttle_time": 0,
-        "brokers": [{"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in metadata.brokers()],
+        "brokers": [{"node_id": b.node_id, "host": host, "port": port, "rack": b.rack}
+                    for b, host, port in listener_addresses(ctx, metadata.brokers())],
         "cluster_id": metadata.cluster_id,
         "controller_id": metadata.controller_id,
         "topics": topics,

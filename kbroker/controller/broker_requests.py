@@ -11,7 +11,7 @@ from collections import defaultdict
 from typing import Iterable
 
 from kbroker.controller.context import LEADER_DURING_DELETE, ControllerContext, TopicPartition
-from kbroker.zookeeper.znodes import BrokerRegistration
+from kbroker.zookeeper.znodes import SECURITY_PROTOCOL_IDS, BrokerRegistration
 
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA, CONTROLLED_SHUTDOWN = 4, 5, 6, 7
 VERSIONS = {LEADER_AND_ISR: 7, STOP_REPLICA: 4, UPDATE_METADATA: 8, CONTROLLED_SHUTDOWN: 3}
@@ -87,8 +87,10 @@ def update_metadata(ctx: ControllerContext, controller_id: int, broker: BrokerRe
         "controller_id": controller_id, "is_k_raft_controller": False, "controller_epoch": ctx.epoch,
         "broker_epoch": broker.epoch, "topic_states": topic_states, "type_": FULL if full else INCREMENTAL,
         "live_brokers": [
-            {"id_": b.broker_id, "endpoints": [{"port": b.port, "host": b.host, "listener": "PLAINTEXT",
-                                               "security_protocol": PLAINTEXT}], "rack": b.rack}
+            {"id_": b.broker_id, "rack": b.rack,
+             "endpoints": [{"port": port, "host": host, "listener": name,
+                            "security_protocol": SECURITY_PROTOCOL_IDS.get(protocol, PLAINTEXT)}
+                           for name, protocol, host, port in b.all_endpoints()]}
             for b in sorted(ctx.live_brokers.values(), key=lambda b: b.broker_id)
         ],
     }

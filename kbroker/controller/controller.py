@@ -47,8 +47,11 @@ class KafkaController(ReassignmentMixin, LeadershipMixin, LogDirEventsMixin):
     def __init__(self, broker_id: int, session: ZkSession, send_request: SendRequest, *,
                  unclean_leader_election: Callable[[str], bool], auto_leader_rebalance: bool = True,
                  imbalance_check_interval_s: float = 300.0, imbalance_percentage: int = 10,
-                 replica_restore_delay_s: float = 0.0) -> None:
+                 replica_restore_delay_s: float = 0.0, listener: str | None = None) -> None:
+        """`listener` is control.plane.listener.name (or the inter-broker listener): the one the
+        controller's requests go to."""
         self.broker_id = broker_id
+        self.listener = listener
         self.session = session
         self.zk = session.client
         self.send_request = send_request
@@ -298,7 +301,7 @@ class KafkaController(ReassignmentMixin, LeadershipMixin, LogDirEventsMixin):
         for broker_id, result in zip(ids, results):
             if result is not None:
                 data, stat = result
-                brokers[broker_id] = zk.decode_broker(broker_id, data, stat.czxid)
+                brokers[broker_id] = zk.decode_broker(broker_id, data, stat.czxid, self.listener)
         if self.ctx is not None and not self.ctx.live_brokers:
             self.ctx.live_brokers = brokers
         return brokers

@@ -10,7 +10,10 @@ by rewriting its assignment, deleted by `/admin/delete_topics/<t>`, reconfigured
 broker configs (the replication throttle rates) live in `/config/brokers/<id>` and
 `/config/brokers/<default>`, changed the same way. Producer id blocks come from
 `/latest_producer_id_block` with conditional writes. A failed log dir is reported to the controller
-with a `/log_dir_event_notification` sequential znode (Kafka's propagateLogDirEvent).
+with a `/log_dir_event_notification` sequential znode (Kafka's propagateLogDirEvent). SCRAM
+credentials are `/config/users/<url-encoded user>` (Kafka's user config: mechanism -> credential
+text), all read at start, written with conditional writes plus a `users/<user>` notification, and
+re-read by every broker when it hears of one (the in-memory copy the SASL server looks up).
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from __future__ import annotations
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import trio
 
@@ -29,7 +32,16 @@ from kbroker.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from kbroker.metadata.store import BrokerInfo, MetadataListener, TopicInfo, _new_cluster_id, _new_topic_id
+from kbroker.metadata.store import (
+    BrokerInfo,
+    MetadataListener,
+    TopicInfo,
+    _new_cluster_id,
+    _new_topic_id,
+    altered_scram_config,
+    scram_credentials_of,
+)
+from kbroker.security.credentials import ScramCredential
 from kbroker.zookeeper import znodes as zk
 from kbroker.zookeeper.session import ZkSession
 
@@ -51,8 +63,9 @@ class PartitionMetadata:
 class ClusterMetadataStore:
     """The `MetadataStore` of a broker in a ZooKeeper cluster (writes are async here)."""
 
-    def __init__(self, session: ZkSession, broker: BrokerInfo) -> None:
+    def __init__(self, session: ZkSession, broker: BrokerInfo, inter_broker_listener: str | None = None) -> None:
         self.session = session
+        self.listener = inter_broker_listener  # whose address BrokerInfo.host/port give
         self.zk = session.client
         self.me = broker
         self.cluster_id = ""
@@ -72,6 +85,7 @@ class ClusterMetadataStore:
         self._changed = trio.Event()
         self.first_update = trio.Event()  # set by the first UpdateMetadata from a controller
         self._last_config_change = ""
+        self._scram: dict[str, dict[str, ScramCredential]] = {}  # user -> mechanism -> credential
 
     # -- start-up -----------------------------------------------------------------------------------
     async def start(self, wanted_cluster_id: str | None) -> None:
@@ -80,6 +94,7 @@ class ClusterMetadataStore:
         self.cluster_id = await self._cluster_id(wanted_cluster_id)
         await self._watch_config_changes(initial=True)
         await self._load_broker_configs(self._broker_entities)
+        await self._load_scram_users()
 
     async def _cluster_id(self, wanted: str | None) -> str:
         try:
@@ -99,7 +114,7 @@ class ClusterMetadataStore:
         """Create `/brokers/ids/<id>` (ephemeral); a node left by this broker's previous, dead
         session is waited out (it vanishes when that session expires). Returns the broker epoch."""
         b = self.me
-        data = zk.encode_broker(zk.BrokerRegistration(b.node_id, b.host, b.port, b.rack))
+        data = zk.encode_broker(zk.BrokerRegistration(b.node_id, b.host, b.port, b.rack, endpoints=b.endpoints))
         path = zk.broker_path(b.node_id)
         with trio.fail_after(timeout_s):
             while True:
@@ -145,8 +160,8 @@ class ClusterMetadataStore:
         out = []
         for broker_id, result in zip(ids, results):
             if result is not None:
-                reg = zk.decode_broker(broker_id, result[0])
-                out.append(BrokerInfo(reg.broker_id, reg.host, reg.port, reg.rack))
+                reg = zk.decode_broker(broker_id, result[0], listener=self.listener)
+                out.append(BrokerInfo(reg.broker_id, reg.host, reg.port, reg.rack, reg.endpoints))
         return out
 
     def broker(self, broker_id: int) -> BrokerInfo | None:
@@ -206,10 +221,13 @@ class ClusterMetadataStore:
         """Apply an UpdateMetadata request; returns the topics whose configs must still be loaded."""
         self.check_controller_epoch(request.controller_id, request.controller_epoch)
         brokers = {}
+        names = {v: k for k, v in zk.SECURITY_PROTOCOL_IDS.items()}
         for b in request.live_brokers:
-            endpoint = next(iter(b.endpoints), None)
-            if endpoint is not None:
-                brokers[b.id_] = BrokerInfo(b.id_, endpoint.host, endpoint.port, b.rack)
+            endpoints = tuple((e.listener, names.get(e.security_protocol, "PLAINTEXT"), e.host, e.port)
+                              for e in b.endpoints)
+            chosen = next((e for e in endpoints if e[0] == self.listener), None) or next(iter(endpoints), None)
+            if chosen is not None:
+                brokers[b.id_] = BrokerInfo(b.id_, chosen[2], chosen[3], b.rack, endpoints)
         self._brokers = brokers
         touched: set[str] = set()
         for topic in request.topic_states:
@@ -300,12 +318,21 @@ class ClusterMetadataStore:
         results = await self.session.call(self.zk.get_many, [f"{zk.CONFIG_CHANGES}/{c}" for c in new])
         topics = set()
         brokers = set()
+        users = set()
         for result in results:
             entity = zk.decode_config_change(result[0]) if result else None
             if entity and entity[0] == "topics":
                 topics.add(entity[1])
             elif entity and entity[0] == "brokers" and entity[1] in self._broker_entities:
                 brokers.add(entity[1])
+            elif entity and entity[0] == "users" and "/" not in entity[1]:  # not a <user>/clients/<id> quota
+                users.add(entity[1])
+        if users:
+            found = await self._load_scram_users(sorted(users))
+            for name in sorted(users):  # names and mechanisms only, never a credential
+                user = zk.desanitize(name)
+                logger.info("SCRAM credentials of user %r reloaded after a change: %s", user,
+                            ", ".join(found.get(user, {})) or "none")
         for topic in topics:
             self._configs.pop(topic, None)
         await self.load_configs(sorted(t for t in topics if t in self._topics))
@@ -374,6 +401,82 @@ class ClusterMetadataStore:
         if entity in self._broker_entities:
             self._broker_configs[entity] = dict(configs)
             self._notify_broker_configs()
+
+    # -- SCRAM credentials ----------------------------------------------------------------------------
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The SASL server's lookup, per authentication: the in-memory copy, current within a
+        notification's delay of any broker's change."""
+        return self._scram.get(user, {}).get(mechanism)
+
+    def scram_users(self) -> dict[str, dict[str, ScramCredential]]:
+        return {user: dict(creds) for user, creds in self._scram.items()}
+
+    async def _load_scram_users(self, sanitized: list[str] | None = None) -> dict[str, dict[str, ScramCredential]]:
+        """Read `/config/users/<name>` for these znode names (None: every user) into the memory copy;
+        returns the credentials read, by user."""
+        everyone = sanitized is None
+        if sanitized is None:
+            sanitized = await self.session.call(self.zk.children, zk.CONFIG_USERS)
+        results = await self.session.call(self.zk.get_many, [f"{zk.CONFIG_USERS}/{n}" for n in sanitized])
+        found: dict[str, dict[str, ScramCredential]] = {}
+        for name, result in zip(sanitized, results):
+            user = zk.desanitize(name)
+            try:
+                config = zk.decode_config(result[0] if result else None)
+            except ValueError:
+                logger.warning("the config znode of user %r is not JSON; its credentials are ignored", user)
+                config = {}
+            creds = scram_credentials_of(user, config)
+            if creds:
+                found[user] = creds
+        if everyone:
+            self._scram = dict(found)
+        else:
+            for name in sanitized:
+                self._scram.pop(zk.desanitize(name), None)
+            self._scram.update(found)
+        return found
+
+    async def read_scram_users(self, users: list[str] | None = None) -> dict[str, dict[str, ScramCredential]]:
+        """What DescribeUserScramCredentials reads: fresh from ZooKeeper, as Kafka's ZK mode reads
+        it (these users, or every user when None), refreshing the memory copy on the way."""
+        return await self._load_scram_users(None if users is None else [zk.sanitize(u) for u in users])
+
+    async def alter_scram_credentials(self, user: str, upsertions: dict[str, ScramCredential],
+                                      deletions: Sequence[str] = ()) -> None:
+        """Kafka's alterUserScramCredentials for one user: its znode rewritten (conditional on the
+        version read, retried when another broker wrote in between; removed when nothing is left,
+        as Kafka cleans empty user nodes), then a `users/<user>` change notification.
+        ResourceNotFoundError when a deletion names a credential the user does not have."""
+        path = zk.user_config_path(user)
+        while True:
+            try:
+                data, stat = await self.session.call(self.zk.get, path)
+                current, version = zk.decode_config(data), stat.version
+            except zk.NoNodeError:
+                current, version = {}, None
+            config = altered_scram_config(current, upsertions, list(deletions))
+            try:
+                if version is None:
+                    if config:
+                        await self.session.call(self.zk.create, path, zk.encode_config(config), makepath=True)
+                elif config:
+                    await self.session.call(self.zk.set, path, zk.encode_config(config), version)
+                else:
+                    try:
+                        await self.session.call(self.zk.delete, path, version)
+                    except zk.NotEmptyError:  # <user>/clients/<id> quotas below it: keep the node, empty
+                        await self.session.call(self.zk.set, path, zk.encode_config(config), version)
+                break
+            except (zk.BadVersionError, zk.NodeExistsError, zk.NoNodeError):
+                continue  # another broker changed the user meanwhile: apply ours to what it wrote
+        await self.session.call(self.zk.create, f"{zk.CONFIG_CHANGES}/{zk.CONFIG_CHANGE_PREFIX}",
+                                zk.encode_config_change("users", zk.sanitize(user)), sequence=True)
+        creds = scram_credentials_of(user, config)
+        if creds:
+            self._scram[user] = creds
+        else:
+            self._scram.pop(user, None)
 
     async def propagate_log_dir_event(self) -> str:
         """Tell the controller one of this broker's log dirs failed; returns the notification's path."""

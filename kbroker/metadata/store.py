@@ -6,28 +6,37 @@ metadata through; `LocalMetadataStore` is the embedded single-node backend, pers
 same interface for cluster mode. Listeners are told of every change so the replica layer can
 create or drop partitions. Dynamic broker configs (this broker's and the `<default>` entity's, as
 strings) are kept beside it in `kbroker-broker-configs.json`, written atomically too, and
-`broker_config_listeners` hear of each change, as the cluster store's do.
+`broker_config_listeners` hear of each change, as the cluster store's do. SCRAM credentials (per
+user, mechanism -> Kafka's `salt=...,stored_key=...,server_key=...,iterations=n`, never a password)
+are `kbroker-scram-credentials.json`, written atomically and readable by the owner only; the SASL
+server looks them up in memory (`scram_credential`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence
 
-from kbroker.log.checkpoint import write_atomically
+from kbroker.log.checkpoint import fsync_dir, write_atomically
+from kbroker.security.credentials import ScramCredential, credentials_from_config, credentials_to_config
 from kbroker.zookeeper.znodes import DEFAULT_BROKER_ENTITY  # Kafka's name, the same on the single node
 from kbroker.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
+    ResourceNotFoundError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+
+logger = logging.getLogger(__name__)
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -50,10 +59,25 @@ def validate_topic_name(name: str) -> None:
 
 @dataclass(frozen=True)
 class BrokerInfo:
+    """A broker as the cluster knows it: `host`/`port` are its inter-broker listener's (what other
+    brokers connect to), `endpoints` every advertised listener's (listener, protocol, host, port)."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    endpoints: tuple[tuple[str, str, str, int], ...] = ()
+
+    def address_for(self, listener: str | None) -> tuple[str, int] | None:
+        """Where a client that came in on `listener` reaches this broker (Kafka's rule: the same
+        listener); None when this broker has no such listener. No listener (in-process) or no
+        endpoints known: the inter-broker address."""
+        if listener is None or not self.endpoints:
+            return self.host, self.port
+        for name, _protocol, host, port in self.endpoints:
+            if name == listener:
+                return host, port
+        return None
 
 
 @dataclass
@@ -98,6 +122,43 @@ class MetadataStore(Protocol):
     def dynamic_broker_configs(self) -> tuple[dict[str, str], dict[str, str]]: ...
     def broker_configs(self, entity: str) -> dict[str, str]: ...
     def set_broker_configs(self, entity: str, configs: dict[str, str]) -> None: ...
+    # SCRAM credentials: lookups in memory; the describe read and the write are plain on the
+    # single node, awaitable in a cluster (a fresh read of ZooKeeper, a znode write)
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None: ...
+    def scram_users(self) -> dict[str, dict[str, ScramCredential]]: ...
+    def read_scram_users(self, users: list[str] | None = None) -> dict[str, dict[str, ScramCredential]]: ...
+    def alter_scram_credentials(self, user: str, upsertions: dict[str, ScramCredential],
+                                deletions: Sequence[str] = ()) -> None: ...
+
+
+SCRAM_DELETE_MISSING = "Attempt to delete a user credential that does not exist"  # Kafka's words
+
+
+def altered_scram_config(current: dict[str, str], upsertions: dict[str, ScramCredential],
+                         deletions: list[str]) -> dict[str, str]:
+    """A user's config entries after an AlterUserScramCredentials: deletions first, then upsertions
+    (as Kafka applies them); other entries (quotas) kept. ResourceNotFoundError when a deletion
+    names a mechanism the user has no credential for."""
+    if any(m not in current for m in deletions):
+        raise ResourceNotFoundError(SCRAM_DELETE_MISSING)
+    updated = {k: v for k, v in current.items() if k not in deletions}
+    updated.update(credentials_to_config(upsertions))
+    return updated
+
+
+def scram_credentials_of(user: str, config: dict[str, str]) -> dict[str, ScramCredential]:
+    """The credentials in a user's stored entries; an entry that is not one is logged (by user and
+    mechanism only) and left out."""
+    try:
+        return credentials_from_config(config)
+    except ValueError:
+        out = {}
+        for mechanism in config:
+            try:
+                out.update(credentials_from_config({mechanism: config[mechanism]}))
+            except ValueError:
+                logger.warning("the stored %s credential of user %r is not a SCRAM credential; ignored", mechanism, user)
+        return out
 
 
 def assign_replicas(brokers: list[BrokerInfo], num_partitions: int, replication_factor: int,
@@ -174,6 +235,7 @@ class LocalMetadataStore:
 
     FILE_NAME = "kbroker-metadata.json"
     BROKER_CONFIGS_FILE_NAME = "kbroker-broker-configs.json"
+    SCRAM_CREDENTIALS_FILE_NAME = "kbroker-scram-credentials.json"
     PRODUCER_ID_BLOCK = 1000
 
     def __init__(self, data_dir: Path, broker: BrokerInfo, cluster_id: str | None = None) -> None:
@@ -188,7 +250,11 @@ class LocalMetadataStore:
         self.broker_configs_path = Path(data_dir) / self.BROKER_CONFIGS_FILE_NAME
         self._broker_configs: dict[str, dict[str, str]] = {}
         self.broker_config_listeners: list[BrokerConfigListener] = []
+        self.scram_credentials_path = Path(data_dir) / self.SCRAM_CREDENTIALS_FILE_NAME
+        self._scram_configs: dict[str, dict[str, str]] = {}  # user -> {mechanism: Kafka's text form}
+        self._scram: dict[str, dict[str, ScramCredential]] = {}
         self._load()
+        self._load_scram()
         if not self.cluster_id:
             self.cluster_id = _new_cluster_id()
             self._save()
@@ -207,6 +273,12 @@ class LocalMetadataStore:
         if self.broker_configs_path.exists():
             entities = json.loads(self.broker_configs_path.read_text()).get("entities", {})
             self._broker_configs = {str(e): {str(k): str(v) for k, v in c.items()} for e, c in entities.items()}
+
+    def _load_scram(self) -> None:
+        if self.scram_credentials_path.exists():
+            users = json.loads(self.scram_credentials_path.read_text()).get("users", {})
+            self._scram_configs = {str(u): {str(k): str(v) for k, v in c.items()} for u, c in users.items()}
+            self._scram = {u: creds for u, c in self._scram_configs.items() if (creds := scram_credentials_of(u, c))}
 
     def _save(self) -> None:
         state = {
@@ -316,11 +388,58 @@ class LocalMetadataStore:
         for listener in self.broker_config_listeners:
             listener(own, default)
 
+    # -- SCRAM credentials ---------------------------------------------------------------------------
+    def scram_credential(self, user: str, mechanism: str) -> ScramCredential | None:
+        """The SASL server's lookup, per authentication (in memory)."""
+        return self._scram.get(user, {}).get(mechanism)
+
+    def scram_users(self) -> dict[str, dict[str, ScramCredential]]:
+        """Every user with a credential: user -> {mechanism: credential}."""
+        return {user: dict(creds) for user, creds in self._scram.items()}
+
+    def read_scram_users(self, users: list[str] | None = None) -> dict[str, dict[str, ScramCredential]]:
+        """What DescribeUserScramCredentials reads: these users (None: every user) that have credentials."""
+        found = self.scram_users()
+        return found if users is None else {u: found[u] for u in users if u in found}
+
+    def alter_scram_credentials(self, user: str, upsertions: dict[str, ScramCredential],
+                                deletions: Sequence[str] = ()) -> None:
+        """Delete then upsert `user`'s credentials (on disk before they are used); a user left
+        with no entries is dropped. ResourceNotFoundError for a deletion of a missing credential."""
+        config = altered_scram_config(self._scram_configs.get(user, {}), upsertions, list(deletions))
+        updated = {**self._scram_configs, user: config}
+        state = {"version": 1, "users": {u: c for u, c in sorted(updated.items()) if c}}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _write_private(self.scram_credentials_path, json.dumps(state, indent=1).encode())
+        self._scram_configs = {u: c for u, c in updated.items() if c}
+        creds = scram_credentials_of(user, config)
+        if creds:
+            self._scram[user] = creds
+        else:
+            self._scram.pop(user, None)
+
     def _require(self, name: str) -> TopicInfo:
         info = self._topics.get(name)
         if info is None:
             raise UnknownTopicOrPartitionError(f"Topic {name} does not exist.")
         return info
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """write_atomically's temp file, fsync and rename, for a file only its owner may read (the
+    stored and server keys of SCRAM credentials)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.unlink(missing_ok=True)  # a left-over temp file keeps its own mode: start afresh
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
 
 
 def _new_topic_id() -> uuid.UUID:

@@ -8,11 +8,14 @@ so it lives in server/ with the listener side; the layers above get `open_channe
 from __future__ import annotations
 
 import itertools
+import ssl
 import struct
 from typing import Any
 
 import trio
 
+from kbroker.security.errors import SaslAuthenticationError
+from kbroker.server.client_security import PLAINTEXT, ClientSecurity
 from kbroker.wire.protocol import ProtocolError, decode_response, encode_request
 
 _SIZE = struct.Struct(">i")
@@ -24,7 +27,9 @@ class ChannelError(Exception):
 
 
 class BrokerChannel:
-    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 10.0) -> None:
+    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 10.0,
+                 security: "ClientSecurity | None" = None) -> None:
+        self.security = security or PLAINTEXT
         self.host = host
         self.port = port
         self.client_id = client_id
@@ -40,14 +45,21 @@ class BrokerChannel:
                 with trio.fail_after(timeout_s):
                     return await self._request(api_key, version, body)
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, trio.TooSlowError,
-                    ProtocolError, ChannelError) as exc:
+                    ProtocolError, ChannelError, ssl.SSLError) as exc:
                 await self.aclose()
                 raise ChannelError(f"{self.host}:{self.port}: {type(exc).__name__}: {exc}") from exc
 
     async def _request(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         if self._stream is None:
             with trio.fail_after(self.connect_timeout_s):
-                self._stream = await trio.open_tcp_stream(self.host, self.port)
+                self._stream = await self.security.wrap(await trio.open_tcp_stream(self.host, self.port), self.host)
+                try:
+                    await self.security.authenticate(self._exchange)
+                except SaslAuthenticationError as exc:
+                    raise ChannelError(f"authentication failed: {exc}") from None
+        return await self._exchange(api_key, version, body)
+
+    async def _exchange(self, api_key: int, version: int, body: dict[str, Any]) -> Any:
         correlation_id = next(self._correlation) & 0x7FFFFFFF
         await self._stream.send_all(encode_request(api_key, version, correlation_id, self.client_id, body))
         size = _SIZE.unpack(await self._receive_exactly(4))[0]

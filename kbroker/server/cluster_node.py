@@ -25,6 +25,7 @@ from kbroker.delayed.format import ADMIN_CLIENT_ID
 from kbroker.errors import ErrorCode
 from kbroker.replica.fetcher import ReplicaFetcherManager
 from kbroker.replica.drain import PartitionDrains
+from kbroker.server import client_security
 from kbroker.server.channel import BrokerChannel, ChannelError
 from kbroker.zookeeper import znodes as zk
 from kbroker.zookeeper.client import ZkClient
@@ -53,6 +54,12 @@ class ClusterNode:
         self.session = session
         self.config: BrokerConfig = broker.config
         self.node_id = broker.node_id
+        # how this broker connects to the others: the inter-broker listener, and the control plane
+        # listener for the controller's requests (the same one unless control.plane.listener.name)
+        self.inter_broker_security = client_security.for_listener(self.config, self.config.inter_broker_listener_name)
+        self.control_plane_security = (
+            self.inter_broker_security if self.config.control_plane_listener_name == self.config.inter_broker_listener_name
+            else client_security.for_listener(self.config, self.config.control_plane_listener_name))
         self._channels: dict[tuple[int, str, int], BrokerChannel] = {}
         # transaction markers wait for the leader's ISR: their own connections, so they never hold
         # up the controller's requests
@@ -70,7 +77,8 @@ class ClusterNode:
             auto_leader_rebalance=c.get("auto.leader.rebalance.enable"),
             imbalance_check_interval_s=c.get("leader.imbalance.check.interval.seconds"),
             imbalance_percentage=c.get("leader.imbalance.per.broker.percentage"),
-            replica_restore_delay_s=c.get("replica.restore.delay.ms") / 1000)
+            replica_restore_delay_s=c.get("replica.restore.delay.ms") / 1000,
+            listener=c.control_plane_listener_name)
 
     def _retired_records_partitioner(self, topic: str) -> str:
         info = self.broker.metadata.topic(topic)
@@ -91,7 +99,8 @@ class ClusterNode:
             await broker.views.start()
             fetchers = ReplicaFetcherManager(
                 self.node_id, self.config, rm,
-                lambda host, port: BrokerChannel(host, port, f"broker-{self.node_id}-fetcher"))
+                lambda host, port: BrokerChannel(host, port, f"broker-{self.node_id}-fetcher",
+                                                 security=self.inter_broker_security))
             rm.fetchers = fetchers
             await nursery.start(fetchers.run)
             broker.controller = self.controller
@@ -105,7 +114,8 @@ class ClusterNode:
             nursery.start_soon(self._report_log_dir_failures)
             nursery.start_soon(PartitionDrains(
                 self.node_id, rm, broker.metadata,
-                lambda host, port: BrokerChannel(host, port, f"broker-{self.node_id}-drain"),
+                lambda host, port: BrokerChannel(host, port, f"broker-{self.node_id}-drain",
+                                                 security=self.inter_broker_security),
                 self._retired_records_partitioner).run)
             self.session.on_state(self._on_session_state)
             await broker.metadata.register(self.config.get("zookeeper.session.timeout.ms") / 1000 + 30)
@@ -158,11 +168,12 @@ class ClusterNode:
                 logger.info("broker %d: reported a failed log dir to the controller (%s)", self.node_id, path)
 
     # -- talking to other brokers -------------------------------------------------------------------
-    def _channel(self, broker_id: int, host: str, port: int) -> BrokerChannel:
+    def _channel(self, broker_id: int, host: str, port: int, security=None) -> BrokerChannel:
         key = (broker_id, host, port)
         channel = self._channels.get(key)
         if channel is None:
-            channel = self._channels[key] = BrokerChannel(host, port, f"broker-{self.node_id}-controller")
+            channel = self._channels[key] = BrokerChannel(host, port, f"broker-{self.node_id}-controller",
+                                                          security=security or self.control_plane_security)
         return channel
 
     async def _send_request(self, target: zk.BrokerRegistration, api_key: int, version: int, body: dict) -> Any:
@@ -176,7 +187,8 @@ class ClusterNode:
         channel = self._marker_channels.get(key)
         if channel is None:
             channel = self._marker_channels[key] = BrokerChannel(target.host, target.port,
-                                                                 f"broker-{self.node_id}-txn-markers")
+                                                                 f"broker-{self.node_id}-txn-markers",
+                                                                 security=self.inter_broker_security)
         return await channel.request(api_key, version, body, timeout_s=self.config.get("request.timeout.ms") / 1000 + 5)
 
     async def _send_delayed(self, purpose: str, broker_id: int, api_key: int, version: int, body: dict) -> Any:
@@ -186,7 +198,8 @@ class ClusterNode:
         key = (purpose, broker_id, target.host, target.port)
         channel = self._delayed_channels.get(key)
         if channel is None:
-            channel = self._delayed_channels[key] = BrokerChannel(target.host, target.port, ADMIN_CLIENT_ID)
+            channel = self._delayed_channels[key] = BrokerChannel(target.host, target.port, ADMIN_CLIENT_ID,
+                                                                  security=self.inter_broker_security)
         return await channel.request(api_key, version, body, timeout_s=self.config.get("request.timeout.ms") / 1000 + 5)
 
     async def _to_controller(self, api_key: int, version: int, body: dict) -> Any:
@@ -194,7 +207,8 @@ class ClusterNode:
         target = self.broker.metadata.broker(controller_id)
         if target is None:
             raise ChannelError(f"controller {controller_id} is unknown")
-        return await self._channel(controller_id, target.host, target.port).request(api_key, version, body)
+        return await self._channel(controller_id, target.host, target.port,
+                                   self.inter_broker_security).request(api_key, version, body)
 
     async def _send_alter_partition(self, items: list[tuple[str, int, int, int, list[int]]]) -> dict:
         metadata = self.broker.metadata

@@ -12,7 +12,9 @@ import gc
 import logging
 import os
 import signal
+from functools import partial
 import socket
+import time
 from typing import Any
 
 import trio
@@ -21,9 +23,13 @@ from kbroker.api.context import Deferred
 from kbroker.api.dispatch import handle_frame
 from kbroker.broker import Broker, startup_phase
 from kbroker.config import BrokerConfig
-from kbroker.errors import StartupError
+from kbroker.errors import InvalidConfigError, StartupError
 from kbroker.log.dir_lock import LogDirLock
+from kbroker.security.session import ConnectionSession, Phase
+from kbroker.server import client_security, listeners as listener_security
+from kbroker.server.listeners import ListenerSecurity
 from kbroker.server.metrics_http import MetricsEndpoint, bind_metrics_listeners
+from kbroker.server.tls import server_handshake, tls_recv_into, tls_send_all, tls_send_response
 from kbroker.wire.framing import FrameDecoder, FrameError
 from kbroker.wire.protocol import ProtocolError
 
@@ -70,11 +76,11 @@ async def _send_all(sock, data) -> None:
         view = view[sent:]
 
 
-async def _receive_rest(sock, body: bytearray | memoryview, have: int):
+async def _receive_rest(sock, body: bytearray | memoryview, have: int, recv_into=_recv_into):
     """Fill `body` from the socket; None if the peer closed first."""
     view = memoryview(body)
     while have < len(body):
-        got = await _recv_into(sock, view[have:])
+        got = await recv_into(sock, view[have:])
         if not got:
             return None
         have += got
@@ -145,6 +151,8 @@ class KafkaServer:
         self.broker: Broker | None = None
         self.cluster_node = None  # ClusterNode, in a cluster
         self.listeners: list[trio.SocketListener] = []
+        self.bound: list[tuple[str, list[trio.SocketListener]]] = []  # (listener name, its sockets)
+        self.securities: dict[str, ListenerSecurity] = {}  # rebuilt when a dynamic config changes them
         self.metrics_listeners: list[trio.SocketListener] = []  # metrics.listener, when set
         self.metrics: MetricsEndpoint | None = None
         self._connections: set[_Connection] = set()
@@ -164,7 +172,15 @@ class KafkaServer:
             if self.config.is_set(key) and self.config.get(key) > 0:
                 stream.setsockopt(socket.SOL_SOCKET, option, self.config.get(key))
 
-    async def _handle_connection(self, stream: trio.SocketStream) -> None:
+    def port_of(self, listener: str) -> int:
+        """The bound port of a listener (by name), for tests and for advertising port 0 listeners."""
+        for name, bound in self.bound:
+            if name == listener.upper():
+                return bound[0].socket.getsockname()[1]
+        raise KeyError(listener)
+
+    async def _handle_connection(self, listener: str, stream: trio.SocketStream) -> None:
+        security = self.securities[listener]
         if len(self._connections) >= self.config.get("max.connections"):
             logger.warning("refusing a connection: max.connections=%d reached", self.config.get("max.connections"))
             await stream.aclose()
@@ -173,24 +189,40 @@ class KafkaServer:
         idle_timeout = self.config.get("connections.max.idle.ms") / 1000
         conn = _Connection()
         self._connections.add(conn)
-        decoder = FrameDecoder(self.config.get("socket.request.max.bytes"))
-        sock = stream.socket
+        max_frame = self.config.get("socket.request.max.bytes")
+        decoder = FrameDecoder(min(max_frame, security.max_receive_size) if security.sasl else max_frame)
+        sock, tls = stream.socket, None
         try:
             peer = sock.getpeername()[0]
         except OSError:
             peer = ""
         try:
             with conn.scope:
+                if security.ssl_context is not None:
+                    try:
+                        tls = await server_handshake(security.ssl_context, socket.socket(fileno=sock.detach()),
+                                                     self.config.get("request.timeout.ms") / 1000)
+                    except trio.BrokenResourceError as exc:
+                        logger.info("closing connection from %s on %s: %s", peer, security.endpoint, exc)
+                        return
+                try:
+                    session = security.new_session(tls.getpeercert(binary_form=True) if tls is not None else None)
+                except ValueError as exc:
+                    logger.info("closing connection from %s: its certificate maps to no principal: %s", peer, exc)
+                    return
+                io = (tls, tls_recv_into, tls_send_response) if tls is not None else (sock, _recv_into, send_response)
                 async with trio.open_nursery() as writer:
                     try:
-                        await self._guarded(conn, peer, self._read_requests(conn, writer, decoder, sock, peer,
-                                                                            idle_timeout))
+                        await self._guarded(conn, peer, self._read_requests(conn, writer, decoder, io, peer,
+                                                                            idle_timeout, session, security))
                     finally:
                         if conn.to_writer is not None:
                             conn.to_writer.close()  # the writer sends what is owed, then ends
         finally:
             self._connections.discard(conn)
             with trio.CancelScope(shield=True):
+                if tls is not None:
+                    tls.close()
                 await stream.aclose()
 
     @staticmethod
@@ -207,50 +239,65 @@ class KafkaServer:
             logger.exception("closing connection from %s after an internal error", peer)
         conn.scope.cancel()
 
-    async def _read_requests(self, conn: _Connection, writer: trio.Nursery, decoder: FrameDecoder, sock,
-                             peer: str, idle_timeout: float) -> None:
+    async def _read_requests(self, conn: _Connection, writer: trio.Nursery, decoder: FrameDecoder, io,
+                             peer: str, idle_timeout: float, session: ConnectionSession,
+                             security: ListenerSecurity) -> None:
+        sock, recv_into, send = io
         reusable: bytearray | None = None  # fresh large buffers cost page faults; one is kept
         chunk = self._receive_buffer
+        authenticated = session.authenticated
         while not self._shutting_down:
             frame = decoder.next_frame()
             if frame is None:
                 if decoder.bytes_wanted > LARGE_FRAME and decoder.buffered >= 4:
-                    frame = await _receive_rest(sock, *decoder.begin_frame_into(reusable))
+                    frame = await _receive_rest(sock, *decoder.begin_frame_into(reusable), recv_into)
                     if frame is None:
                         return
                     if isinstance(frame, bytearray) and len(frame) <= REUSE_LIMIT:
                         reusable = frame  # kept for this connection's next large frame
                 else:
-                    got = await _recv_into(sock, chunk, idle_timeout if idle_timeout > 0 else float("inf"))
+                    got = await recv_into(sock, chunk, idle_timeout if idle_timeout > 0 else float("inf"))
                     if not got:
                         return  # closed by the peer, or idle for connections.max.idle.ms
                     decoder.receive_data(chunk[:got])
                     continue
             conn.handling = True
             with trio.CancelScope(shield=self._shutting_down):
-                response = await handle_frame(self.broker, frame, peer)
+                if session.unframed_tokens:  # after a v0 SaslHandshake: a bare token, answered bare
+                    response = _unframed_answer(session, frame)
+                else:
+                    response = await handle_frame(self.broker, frame, peer, session)
                 if isinstance(response, Deferred) or conn.owed:
-                    await self._owe(conn, writer, sock, peer, response)
+                    await self._owe(conn, writer, io, peer, response)
                 elif response is not None:
-                    await send_response(sock, response)
+                    await send(sock, response)
             conn.handling = False
+            if session.authenticated != authenticated:
+                if session.phase is Phase.FAILED:
+                    logger.info("closing connection from %s on %s: authentication failed", peer, security.endpoint)
+                    await trio.sleep(security.failed_auth_delay_s)  # connection.failed.authentication.delay.ms
+                    return
+                authenticated = session.authenticated
+                decoder.max_frame_size = (self.config.get("socket.request.max.bytes") if authenticated
+                                          else min(decoder.max_frame_size, security.max_receive_size))
             await trio.lowlevel.checkpoint()  # one yield per request: other connections get their turn
 
-    async def _owe(self, conn: _Connection, writer: trio.Nursery, sock, peer: str, response) -> None:
+    async def _owe(self, conn: _Connection, writer: trio.Nursery, io, peer: str, response) -> None:
         """Queue an answer behind the ones still owed; the writer sends them in request order."""
         if conn.to_writer is None:
             conn.to_writer, receive = trio.open_memory_channel(MAX_DEFERRED)
-            writer.start_soon(self._guarded, conn, peer, self._write_answers(conn, sock, receive))
+            writer.start_soon(self._guarded, conn, peer, self._write_answers(conn, io, receive))
         conn.owed += 1
         await conn.to_writer.send(response)
 
     @staticmethod
-    async def _write_answers(conn: _Connection, sock, receive: trio.MemoryReceiveChannel) -> None:
+    async def _write_answers(conn: _Connection, io, receive: trio.MemoryReceiveChannel) -> None:
+        sock, _recv, send = io
         async for response in receive:
             if isinstance(response, Deferred):
                 response = await response.complete()
             if response is not None:
-                await send_response(sock, response)
+                await send(sock, response)
             conn.owed -= 1
 
     async def _periodic(self, interval, job) -> None:
@@ -283,7 +330,6 @@ class KafkaServer:
                 logger.exception("group coordinator timer failed")
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        name, host, port = self.config.listeners[0]
         dir_lock = LogDirLock(self.config.log_dirs)
         # the phase line comes once both succeed: a failed start-up is one line, its reason
         with startup_phase("log dirs locked, listeners bound"):
@@ -294,14 +340,17 @@ class KafkaServer:
                 dir_lock.release()
                 raise
         try:
-            adv = self.config.advertised_listeners[0] if self.config.get("advertised.listeners") else (name, host, self.port)
+            endpoints = tuple((e.name, e.protocol, e.host, e.port or self.port_of(e.name))
+                              for e in self.config.advertised_endpoints)
+            inter_broker = self.config.inter_broker_listener_name
+            adv = next(e for e in endpoints if e[0] == inter_broker)
             session = None
             if self.config.is_set("zookeeper.connect"):
                 from kbroker.server.cluster_node import ClusterNode, open_session
 
                 with startup_phase("ZooKeeper session open"):
                     session = await open_session(self.config)
-            self.broker = Broker(self.config, (adv[1], adv[2] or self.port), session, dir_lock)
+            self.broker = Broker(self.config, (adv[2], adv[3]), session, dir_lock, endpoints)
         except BaseException:
             dir_lock.release()
             raise
@@ -310,6 +359,7 @@ class KafkaServer:
             with startup_phase("cluster metadata read from ZooKeeper"):
                 await self.broker.metadata.start(self.config.get("cluster.id"))
             node = self.cluster_node = ClusterNode(self.broker, session)
+        self.broker.reconfigurables.append(self._reload_listener_security)
         self.broker.startup()
         try:
             async with trio.open_nursery() as background:
@@ -330,8 +380,10 @@ class KafkaServer:
 
                     async def listen() -> None:
                         with listen_scope:
-                            await trio.serve_listeners(self._handle_connection, self.listeners,
-                                                       handler_nursery=connections)
+                            async with trio.open_nursery() as each:
+                                for name, bound in self.bound:
+                                    each.start_soon(partial(trio.serve_listeners, partial(self._handle_connection,
+                                                    name), bound, handler_nursery=connections))
 
                     connections.start_soon(listen)
                     # what start-up built (schemas, metadata, loaded logs) lives as long as the broker:
@@ -339,8 +391,8 @@ class KafkaServer:
                     # with the event loop stopped)
                     gc.collect()
                     gc.freeze()
-                    logger.info("kbroker %d serving on %s:%d (data in %s)", self.broker.node_id,
-                                self.broker.info.host, self.broker.info.port,
+                    logger.info("kbroker %d serving on %s (data in %s)", self.broker.node_id,
+                                ", ".join(f"{n}://{h}:{p}" for n, _, h, p in self.broker.info.endpoints),
                                 ",".join(str(d) for d in self.config.log_dirs))
                     task_status.started(self)
                     try:
@@ -356,15 +408,41 @@ class KafkaServer:
                     await node.close()
             logger.info("kbroker stopped")
 
+    def _scram_credential(self, user: str, mechanism: str):
+        return None if self.broker is None else self.broker.metadata.scram_credential(user, mechanism)
+
     async def _bind(self) -> None:
-        for _name, host, port in self.config.listeners:
+        """Each listener's security first (a listener whose security cannot be served never comes
+        up), then the sockets."""
+        self.securities = securities = listener_security.build_all(self.config, self._scram_credential)
+        try:
+            inter_broker = self.config.inter_broker_listener_name
+            self.config.control_plane_listener_name  # noqa: B018 - checked
+        except InvalidConfigError as exc:
+            raise StartupError(str(exc)) from None
+        if self.config.is_set("zookeeper.connect"):  # the broker's own credentials, checked before it binds
+            client_security.for_listener(self.config, inter_broker)
+        for security in securities.values():
+            e = security.endpoint
             try:
-                self.listeners += await trio.open_tcp_listeners(port, host=host or None)
+                bound = await trio.open_tcp_listeners(e.port, host=e.host or None)
             except OSError as exc:  # Kafka's words
-                raise StartupError(f"Socket server failed to bind to {host or '0.0.0.0'}:{port}: "
+                raise StartupError(f"Socket server failed to bind to {e.host or '0.0.0.0'}:{e.port}: "
                                    f"{exc.strerror or exc}.") from None
+            self.bound.append((e.name, bound))
+            self.listeners += bound
         if self.config.metrics_listener is not None:
             self.metrics_listeners = await bind_metrics_listeners(*self.config.metrics_listener)
+
+    def _reload_listener_security(self) -> None:
+        """After a dynamic config change: each listener's security built anew (a renewed keystore is
+        served to new connections; connections already open keep theirs). A listener whose new
+        settings do not load keeps its old ones (AlterConfigs validated them already)."""
+        for name, old in list(self.securities.items()):
+            try:
+                self.securities[name] = listener_security.build(self.config, old.endpoint, self._scram_credential)
+            except StartupError as exc:
+                logger.error("listener %s keeps its security settings: %s", old.endpoint, exc)
 
     async def _serve_metrics(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """The Prometheus endpoint (metrics.listener): the broker's registry rendered per scrape."""
@@ -395,6 +473,15 @@ class KafkaServer:
                 await trio.sleep(0.01)
         for conn in list(self._connections):
             conn.scope.cancel()
+
+
+def _unframed_answer(session: ConnectionSession, token: bytes) -> bytes | None:
+    """A SASL token sent bare (SaslHandshake v0): the next token, size-prefixed; a failure closes the
+    connection with no answer, as Kafka does for the unframed exchange."""
+    step = session.authenticate(bytes(token), int(time.time() * 1000))
+    if step.close:
+        return None
+    return len(step.token).to_bytes(4, "big") + step.token
 
 
 async def serve(config: BrokerConfig, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:

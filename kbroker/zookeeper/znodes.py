@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 
@@ -96,6 +97,24 @@ def delete_topic_path(topic: str) -> str:
     return f"{DELETE_TOPICS}/{topic}"
 
 
+CONFIG_USERS = "/config/users"  # /config/users/<sanitized user>: SCRAM credentials (and quotas) per user
+
+
+def sanitize(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: a user name as a znode name (Java's URLEncoder over UTF-8, then
+    `*` as %2A and space as %20: letters, digits, `.`, `-` and `_` stay, the rest is %XX)."""
+    return urllib.parse.quote(name, safe="").replace("~", "%7E")
+
+
+def desanitize(name: str) -> str:
+    """Kafka's Sanitizer.desanitize (URLDecoder: `+` is a space)."""
+    return urllib.parse.unquote_plus(name)
+
+
+def user_config_path(user: str) -> str:
+    return f"{CONFIG_USERS}/{sanitize(user)}"
+
+
 def _json(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode()
 
@@ -130,27 +149,46 @@ def decode_cluster_id(data: bytes) -> str:
 
 
 # -- /brokers/ids/<id> ------------------------------------------------------------------------------
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}  # Kafka's SecurityProtocol ids
+
+
 @dataclass(frozen=True)
 class BrokerRegistration:
+    """A broker's `/brokers/ids/<id>`: `host`/`port` are the address of the listener the reader
+    connects on (inter-broker or control plane), `endpoints` every listener's (name, protocol,
+    host, port)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
     epoch: int = -1  # the registration znode's czxid: a restarted broker gets a new one
+    endpoints: tuple[tuple[str, str, str, int], ...] = ()  # none given: one PLAINTEXT listener at host:port
+
+    def __post_init__(self) -> None:
+        if not self.endpoints:
+            object.__setattr__(self, "endpoints", (("PLAINTEXT", "PLAINTEXT", self.host, self.port),))
 
     @property
     def endpoint(self) -> str:
         return f"PLAINTEXT://{self.host}:{self.port}"
 
+    def all_endpoints(self) -> tuple[tuple[str, str, str, int], ...]:
+        return self.endpoints
+
 
 def encode_broker(reg: BrokerRegistration) -> bytes:
+    """Kafka's version 5 registration; its top-level host and port are the PLAINTEXT listener's
+    (null and -1 when there is none), as Kafka writes them."""
+    endpoints = reg.all_endpoints()
+    plain = next(((h, p) for _n, protocol, h, p in endpoints if protocol == "PLAINTEXT"), (None, -1))
     payload: dict = {
         "features": {},
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-        "endpoints": [reg.endpoint],
+        "listener_security_protocol_map": {name: protocol for name, protocol, _h, _p in endpoints},
+        "endpoints": [f"{name}://{host}:{port}" for name, _protocol, host, port in endpoints],
         "jmx_port": -1,
-        "port": reg.port,
-        "host": reg.host,
+        "port": plain[1],
+        "host": plain[0],
         "version": 5,
         "timestamp": _now_ms(),
     }
@@ -159,19 +197,22 @@ def encode_broker(reg: BrokerRegistration) -> bytes:
     return _json(payload)
 
 
-def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistration:
+def decode_broker(broker_id: int, data: bytes, epoch: int = -1, listener: str | None = None) -> BrokerRegistration:
+    """`listener` names the endpoint whose address becomes host/port (default: the PLAINTEXT one)."""
     payload = _parse(data)
-    host, port = payload.get("host"), payload.get("port")
     protocols = payload.get("listener_security_protocol_map") or {}
-    for endpoint in payload.get("endpoints", []):  # kbroker speaks PLAINTEXT: take that listener
-        listener, _, address = str(endpoint).partition("://")
-        if protocols.get(listener, listener) != "PLAINTEXT":
-            continue
+    endpoints = []
+    for endpoint in payload.get("endpoints", []):
+        name, _, address = str(endpoint).partition("://")
         h, _, p = address.rpartition(":")
         if p.isdigit():
-            host, port = h.strip("[]"), int(p)
-            break
-    return BrokerRegistration(broker_id, str(host or ""), int(port or -1), payload.get("rack"), epoch)
+            endpoints.append((name, str(protocols.get(name, name)), h.strip("[]"), int(p)))
+    chosen = next((e for e in endpoints if e[0] == listener), None) if listener else None
+    if chosen is None:
+        chosen = next((e for e in endpoints if e[1] == "PLAINTEXT"), None)
+    host, port = (chosen[2], chosen[3]) if chosen else (payload.get("host"), payload.get("port"))
+    return BrokerRegistration(broker_id, str(host or ""), int(port if port is not None else -1), payload.get("rack"),
+                              epoch, tuple(endpoints))
 
 
 # -- /controller, /controller_epoch -----------------------------------------------------------------

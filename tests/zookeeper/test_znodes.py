@@ -145,7 +145,22 @@ def test_decode_broker_v4_named_listeners():
     data = (b'{"listener_security_protocol_map":{"CLIENT":"PLAINTEXT","REPLICATION":"PLAINTEXT"},'
             b'"endpoints":["CLIENT://10.0.0.5:9092","REPLICATION://10.0.0.5:9093"],"rack":"dc1","jmx_port":-1,'
             b'"host":"10.0.0.5","timestamp":"1600000000000","port":9092,"version":4}')
-    assert zk.decode_broker(5, data) == BrokerRegistration(5, "10.0.0.5", 9092, "dc1")
+    endpoints = (("CLIENT", "PLAINTEXT", "10.0.0.5", 9092), ("REPLICATION", "PLAINTEXT", "10.0.0.5", 9093))
+    assert zk.decode_broker(5, data) == BrokerRegistration(5, "10.0.0.5", 9092, "dc1", endpoints=endpoints)
+    # the reader's own listener (inter-broker, or the control plane) decides the address it connects to
+    assert zk.decode_broker(5, data, listener="REPLICATION") == BrokerRegistration(5, "10.0.0.5", 9093, "dc1",
+                                                                                   endpoints=endpoints)
+
+
+def test_broker_registration_with_secured_listeners_as_kafka_writes_it():
+    endpoints = (("INTERNAL", "SASL_SSL", "10.0.0.5", 9094), ("EXTERNAL", "SSL", "broker.example.com", 9093))
+    data = zk.encode_broker(BrokerRegistration(5, "10.0.0.5", 9094, endpoints=endpoints))
+    payload = json.loads(data)
+    assert payload["listener_security_protocol_map"] == {"INTERNAL": "SASL_SSL", "EXTERNAL": "SSL"}
+    assert payload["endpoints"] == ["INTERNAL://10.0.0.5:9094", "EXTERNAL://broker.example.com:9093"]
+    assert (payload["host"], payload["port"]) == (None, -1)  # no PLAINTEXT listener: Kafka writes null and -1
+    reg = zk.decode_broker(5, data, listener="INTERNAL")
+    assert (reg.host, reg.port, reg.endpoints) == ("10.0.0.5", 9094, endpoints)
 
 
 def test_decode_broker_ipv6_endpoint():
