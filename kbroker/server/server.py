@@ -245,7 +245,7 @@ class KafkaServer:
         sock, recv_into, send = io
         reusable: bytearray | None = None  # fresh large buffers cost page faults; one is kept
         chunk = self._receive_buffer
-        authenticated = session.authenticated
+        authenticated, phase = session.authenticated, session.phase
         while not self._shutting_down:
             frame = decoder.next_frame()
             if frame is None:
@@ -272,11 +272,13 @@ class KafkaServer:
                 elif response is not None:
                     await send(sock, response)
             conn.handling = False
-            if session.authenticated != authenticated:
+            if session.phase is not phase:
                 if session.phase is Phase.FAILED:
                     logger.info("closing connection from %s on %s: authentication failed", peer, security.endpoint)
                     await trio.sleep(security.failed_auth_delay_s)  # connection.failed.authentication.delay.ms
                     return
+                phase = session.phase
+            if session.authenticated != authenticated:
                 authenticated = session.authenticated
                 decoder.max_frame_size = (self.config.get("socket.request.max.bytes") if authenticated
                                           else min(decoder.max_frame_size, security.max_receive_size))
