@@ -193,12 +193,14 @@ class GroupReader:
         self.consumer.close()
 
 
-def read_all(bootstrap: str, topic: str, num_partitions: int, timeout_s: float = 60) -> dict[int, list[tuple[int, bytes]]]:
-    """Everything up to each partition's high watermark, by assign (no group)."""
+def read_all(bootstrap: str, topic: str, num_partitions: int, timeout_s: float = 60,
+             **config) -> dict[int, list[tuple[int, bytes]]]:
+    """Everything up to each partition's high watermark, by assign (no group); `config` adds client
+    settings (a secured listener's)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted"})
+                         "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted", **config})
     try:
         ends = {}
         for p in range(num_partitions):
