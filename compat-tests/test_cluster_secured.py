@@ -167,3 +167,29 @@ def test_paused_leader_steps_down_over_sasl_ssl(secured):
     ck.check_exactly_once_in_order(producer.acked, ck.read_all(external(cluster), "secured-paused", 1,
                                                                **client_config(pki)))
     assert new != old
+
+
+def test_a_changed_scram_password_is_refused_by_every_broker(secured):
+    """AlterUserScramCredentials through one broker: within seconds every broker refuses the old
+    password and accepts the new one (the /config/users change notification)."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+
+    cluster, pki = secured
+    new_password = sk.secret("alice-new")
+
+    def authenticates(address: str, password: str) -> bool:
+        admin = ConfluentAdmin({"bootstrap.servers": address, **client_config(pki), "sasl.password": password})
+        try:
+            admin.list_topics(timeout=4)
+            return True
+        except KafkaException:
+            return False
+
+    addresses = external(cluster).split(",")
+    assert len(addresses) == 3 and all(authenticates(a, ALICE_PASSWORD) for a in addresses)
+    with AdminClient(cluster.brokers[2].address, timeout=30) as admin:
+        alter_user_scram_credentials(admin, [Upsertion("alice", "SCRAM-SHA-512", new_password)])
+    for address in addresses:
+        ck.wait_for(lambda: not authenticates(address, ALICE_PASSWORD), 10, f"{address} refusing the old password")
+        assert authenticates(address, new_password)
