@@ -87,7 +87,9 @@ async def tls_send_all(sslsock: ssl.SSLSocket, data) -> None:
             await trio.lowlevel.wait_writable(sslsock)
             continue
         except ssl.SSLWantReadError:
-            await trio.lowlevel.wait_readable(sslsock)
+            # OpenSSL must read first (a TLS 1.3 key update): the connection's reader task may be the
+            # one waiting on the socket, and trio allows one waiter per direction, so poll briefly
+            await trio.sleep(0.001)
             continue
         except (ssl.SSLError, OSError) as exc:
             raise trio.BrokenResourceError(str(exc)) from None
