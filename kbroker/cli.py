@@ -1,5 +1,5 @@
 """Command line: `kbroker serve [--config server.properties] [--override key=value ...]`, and the
-administration commands (`groups`, `topics`, `reassign`, `cluster`, `transactions`, `delayed`:
+administration commands (`groups`, `topics`, `reassign`, `cluster`, `transactions`, `delayed`, `users`:
 kbroker.admin), and the web console (`console`: kbroker.console)."""
 
 from __future__ import annotations
@@ -12,12 +12,14 @@ from pathlib import Path
 import trio
 
 from kbroker.admin.configs_cmd import add_configs_command, run_configs
+from kbroker.admin.connection import AdminError
 from kbroker.admin.delayed import add_delayed_command, run_delayed
 from kbroker.admin.groups import add_groups_command, run_groups
 from kbroker.admin.cluster_cmd import add_cluster_command, run_cluster
 from kbroker.admin.reassign import add_reassign_command, run_reassign
 from kbroker.admin.topics import add_topics_command, run_topics
 from kbroker.admin.transactions import add_transactions_command, run_transactions
+from kbroker.admin.users import add_users_command, run_users
 from kbroker.config import BrokerConfig
 from kbroker.console.command import add_console_command, run_console
 from kbroker.dev_cluster import add_dev_cluster_command, run_dev_cluster
@@ -45,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     serve_cmd.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                            help="set a config key, overriding the file (repeatable)")
     serve_cmd.add_argument("--log-level", default="INFO")
+    serve_cmd.add_argument("--dev-security", action="store_true",
+                           help="development only: serve the listener as SASL_SSL with a throwaway CA and "
+                                "certificate, SCRAM-SHA-512 and PLAIN, and an admin user (in <data>/dev-security/, "
+                                "with the client.properties to use)")
     add_groups_command(sub)
     add_topics_command(sub)
     add_configs_command(sub)
@@ -52,9 +58,18 @@ def main(argv: list[str] | None = None) -> int:
     add_cluster_command(sub)
     add_transactions_command(sub)
     add_delayed_command(sub)
+    add_users_command(sub)
     add_dev_cluster_command(sub)
     add_console_command(sub)
     args = parser.parse_args(argv)
+    if getattr(args, "command_config", None):  # every client command: read once, before it runs
+        from kbroker.admin.command_config import apply_command_config
+
+        try:
+            apply_command_config(args)
+        except AdminError as exc:
+            print(f"kbroker {args.command}: {exc}", file=sys.stderr)
+            return 1
     if args.command == "groups":
         return run_groups(args)
     if args.command == "topics":
@@ -69,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_transactions(args)
     if args.command == "delayed":
         return run_delayed(args)
+    if args.command == "users":
+        return run_users(args)
     if args.command == "dev-cluster":
         return run_dev_cluster(args)
     if args.command == "console":
@@ -91,6 +108,12 @@ def _serve(args: argparse.Namespace) -> int:
         config = BrokerConfig.from_sources(args.config, args.override)
     except OSError as exc:
         raise StartupError(f"cannot read the --config file {args.config}: {exc.strerror or exc}") from None
+    if args.dev_security:
+        from kbroker.dev_security import serve_overrides
+
+        secured, text = serve_overrides(config)
+        config = BrokerConfig.from_sources(args.config, [*args.override, *secured])
+        print(text, flush=True)
     store_prefix = config.get("remote.log.storage.manager.impl.prefix")  # the archive store's own keys
     for key in config.unknown:
         if not key.startswith(store_prefix):

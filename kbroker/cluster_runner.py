@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -116,10 +117,12 @@ class ZooKeeperServer:
             _stop(self.proc, 10)
 
 
-def broker_ready(host: str, port: int, timeout_s: float = 1.0) -> bool:
-    """ApiVersions v0 answered with error 0."""
+def broker_ready(host: str, port: int, timeout_s: float = 1.0, ssl_context: ssl.SSLContext | None = None) -> bool:
+    """ApiVersions v0 answered with error 0 (over TLS with `ssl_context`: an SSL or SASL_SSL
+    listener; a SASL listener answers ApiVersions before authentication)."""
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as s:
+        with socket.create_connection((host, port), timeout=timeout_s) as raw, \
+                (ssl_context.wrap_socket(raw, server_hostname=host) if ssl_context else raw) as s:
             client = b"kbroker-runner"
             payload = struct.pack(">hhih", 18, 0, 1, len(client)) + client
             s.sendall(struct.pack(">i", len(payload)) + payload)
@@ -140,6 +143,9 @@ class BrokerProcess:
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
     log_dir_count: int = 1  # several: data-1, data-2, ... (JBOD)
+    protocol: str = "PLAINTEXT"  # the listener's (named after it); its security keys in config_file
+    config_file: Path | None = None  # a server.properties read before the overrides
+    ssl_context: ssl.SSLContext | None = None  # how the readiness check reaches an SSL listener
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -155,11 +161,13 @@ class BrokerProcess:
         settings = {
             "broker.id": str(self.broker_id),
             "zookeeper.connect": self.zookeeper_connect,
-            "listeners": f"PLAINTEXT://{self.host}:{self.port}",
+            "listeners": f"{self.protocol}://{self.host}:{self.port}",
             "log.dirs": ",".join(map(str, self.log_dirs)),
             **self.overrides,
         }
         cmd = [sys.executable, "-m", "kbroker", "serve"]
+        if self.config_file is not None:
+            cmd += ["--config", str(self.config_file)]
         for key, value in settings.items():
             cmd += ["--override", f"{key}={value}"]
         return cmd
@@ -180,7 +188,7 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc is None or self.proc.poll() is not None:
                 raise ClusterError(f"broker {self.broker_id} exited: {self.log_tail()}")
-            if broker_ready(self.host, self.port):
+            if broker_ready(self.host, self.port, ssl_context=self.ssl_context):
                 return
             time.sleep(0.1)
         raise ClusterError(f"broker {self.broker_id} did not serve within {timeout_s} s: {self.log_tail()}")
@@ -227,6 +235,9 @@ class LocalCluster:
     zookeeper_connect: str | None = None  # an existing ZooKeeper instead of starting one
     chroot: str = "/kbroker"
     log_dirs_per_broker: int = 1
+    protocol: str = "PLAINTEXT"  # the brokers' one listener; its security keys in config_file
+    config_file: Path | None = None
+    ssl_context: ssl.SSLContext | None = None
     zookeeper: ZooKeeperServer | None = None
     brokers: dict[int, BrokerProcess] = field(default_factory=dict)
 
@@ -257,7 +268,8 @@ class LocalCluster:
         overrides = {"offsets.topic.replication.factor": factor, "default.replication.factor": "1",
                      **self.overrides}
         broker = BrokerProcess(broker_id, self.base_dir / f"broker-{broker_id}", connect, overrides=overrides,
-                               log_dir_count=self.log_dirs_per_broker)
+                               log_dir_count=self.log_dirs_per_broker, protocol=self.protocol,
+                               config_file=self.config_file, ssl_context=self.ssl_context)
         self.brokers[broker_id] = broker
         return broker.start(wait=wait)
 

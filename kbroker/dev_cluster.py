@@ -1,6 +1,7 @@
 """`kbroker dev-cluster`: a ZooKeeper-mode cluster on this machine, for development.
 
     kbroker dev-cluster --brokers 3 [--zookeeper HOST:PORT] [--dir ./kbroker-cluster] [--override key=value ...]
+                        [--security ssl|sasl_plaintext|sasl_ssl]
 
 Starts a ZooKeeper server (Debian's `zookeeper` package), or uses an existing one with
 `--zookeeper`, and N brokers (ids 1..N) on 127.0.0.1: broker i keeps its data and log in
@@ -8,6 +9,13 @@ Starts a ZooKeeper server (Debian's `zookeeper` package), or uses an existing on
 replicated min(3, N) times. It prints every process with its PID, the bootstrap list on one line
 (`bootstrap: host:port,...`) and where the logs are, then runs until Ctrl-C, SIGTERM or SIGHUP:
 the brokers are sent SIGTERM (a controlled shutdown, killed after 30 s), then ZooKeeper is stopped.
+
+`--security` serves the brokers' one listener as SSL, SASL_PLAINTEXT or SASL_SSL (no PLAINTEXT
+port): a throwaway CA and certificate for 127.0.0.1/localhost, SCRAM-SHA-512 and PLAIN, the
+brokers' own PLAIN user between them, and an `admin` SCRAM-SHA-512 user created over the secured
+listener (kbroker.dev_security). Everything is kept in `<dir>/dev-security/`: the client settings
+(`client.properties`, for `--command-config`), printed with their confluent-kafka and kafka-python
+equivalents, stay valid across restarts of the same directory.
 
 Exit status: 0 after a clean stop; 1 when a broker exited on its own or had to be killed; 2 when
 the cluster could not start (ZooKeeper missing or unreachable, a broker failing to start, bad
@@ -27,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kbroker.admin.connection import AdminError
 from kbroker.cluster_runner import ClusterError, LocalCluster, ZooKeeperServer, zookeeper_classpath
 
 PROG = "kbroker dev-cluster"
@@ -49,6 +58,9 @@ def add_dev_cluster_command(sub: Any) -> None:
                      help=f"where data and logs go: DIR/broker-i/, DIR/zookeeper/ (default ./{DEFAULT_DIR})")
     cmd.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                      help="a broker config for every broker (repeatable)")
+    cmd.add_argument("--security", choices=("ssl", "sasl_plaintext", "sasl_ssl"),
+                     help="secure the listener (development only): a throwaway CA and certificate, SCRAM-SHA-512 "
+                          "and PLAIN, an admin user; client settings in DIR/dev-security/client.properties")
 
 
 class _Stop(BaseException):
@@ -88,7 +100,12 @@ def _fail(message: str) -> int:
     return 2
 
 
-def _parse_overrides(items: list[str]) -> dict[str, str] | str:
+# the keys --security sets on every broker
+_SECURITY_PREFIXES = ("ssl.", "sasl.", "listener.name.")
+_SECURITY_KEYS = ("listener.security.protocol.map", "inter.broker.listener.name", "security.inter.broker.protocol")
+
+
+def _parse_overrides(items: list[str], security: str | None = None) -> dict[str, str] | str:
     """The overrides as a dict, or the reason they are refused."""
     from kbroker.config import BrokerConfig
     from kbroker.errors import KafkaError
@@ -101,6 +118,8 @@ def _parse_overrides(items: list[str]) -> dict[str, str] | str:
             return f"--override needs key=value, got {item!r}"
         if key in RESERVED:
             return f"--override {key} is not allowed: dev-cluster sets it for each broker"
+        if security and (key.startswith(_SECURITY_PREFIXES) or key in _SECURITY_KEYS):
+            return f"--override {key} is not allowed with --security {security}: it sets the listener's security"
         overrides[key] = value
     try:
         config = BrokerConfig.from_dict(overrides)
@@ -228,6 +247,37 @@ def _stop(cluster: LocalCluster, grace_s: float = 30.0) -> list[str]:
     return problems
 
 
+def _secure(cluster: LocalCluster, directory: Path, security: str):
+    """Set the cluster up for `--security`: the brokers' security keys in an owner-only
+    server.properties they all read, the listener's protocol, the readiness check's TLS."""
+    import ssl
+
+    from kbroker.dev_security import dev_setup, write_properties
+
+    setup = dev_setup(directory, security)
+    keys = {k: v for k, v in setup.broker_config().items() if k != "listeners"}  # each broker gets its own
+    cluster.config_file = write_properties(directory / "server-security.properties", keys,
+                                           f"kbroker dev-cluster --security {security}: every broker's listener keys")
+    cluster.protocol = setup.protocol
+    if setup.certs is not None:
+        cluster.ssl_context = ssl.create_default_context(cafile=str(setup.certs.ca_file))
+    return setup
+
+
+def _admin_user(setup, cluster: LocalCluster) -> None:
+    from kbroker.dev_security import create_scram_user
+
+    if setup.sasl and create_scram_user(setup, cluster.bootstrap):
+        print(f"{PROG}: created SCRAM user {setup.username} ({setup.mechanism})", flush=True)
+
+
+def _describe_security(setup, cluster: LocalCluster, directory: Path) -> None:
+    from kbroker.dev_security import CLIENT_PROPERTIES, write_client_properties
+
+    properties = write_client_properties(directory / CLIENT_PROPERTIES, setup.client_config(cluster.bootstrap))
+    print(setup.describe(cluster.bootstrap, properties), flush=True)
+
+
 def _describe(cluster: LocalCluster, base: Path) -> None:
     for broker_id, broker in cluster.brokers.items():
         print(f"broker {broker_id}: {broker.address} (pid {broker.proc.pid}), data: {broker.data_dir / 'data'}, "
@@ -263,7 +313,8 @@ def _watch(cluster: LocalCluster) -> None:
 def run_dev_cluster(args: argparse.Namespace) -> int:
     if args.brokers < 1:
         return _fail(f"--brokers must be at least 1, got {args.brokers}")
-    overrides = _parse_overrides(args.override)
+    security = getattr(args, "security", None)
+    overrides = _parse_overrides(args.override, security)
     if isinstance(overrides, str):
         return _fail(overrides)
     if args.zookeeper is None:
@@ -283,7 +334,14 @@ def run_dev_cluster(args: argparse.Namespace) -> int:
     if lock is None:
         return _fail(f"{base} is in use by another dev-cluster")
 
+    setup = None
     cluster = LocalCluster(base, args.brokers, overrides=overrides, zookeeper_connect=args.zookeeper)
+    if security:
+        try:
+            setup = _secure(cluster, base / "dev-security", security)
+        except (OSError, ValueError) as exc:
+            lock.close()
+            return _fail(f"cannot prepare {base / 'dev-security'}: {getattr(exc, 'strerror', None) or exc}")
     zk_log = base / "zookeeper" / "zookeeper.log"
     signals = _Signals()
     signals.install()
@@ -302,15 +360,21 @@ def run_dev_cluster(args: argparse.Namespace) -> int:
                 print(f"{PROG}: starting {_brokers(args.brokers)} in {base}", flush=True)
                 print(f"zookeeper: {args.zookeeper} (not started here)", flush=True)
             cluster.start()
-        except (ClusterError, OSError) as exc:
+            if setup is not None:
+                _admin_user(setup, cluster)
+        except (ClusterError, OSError, AdminError) as exc:
             signals.stopping = True
             _stop(cluster)
             _reap_strays()
             if isinstance(exc, ClusterError):
                 return _fail(_start_error(exc, cluster, zk_log))
+            if isinstance(exc, AdminError):
+                return _fail(f"cannot create the {setup.username if setup else ''} user: {exc}")
             return _fail(f"cannot start the cluster: {exc}")
         started = True
         print(f"zookeeper chroot: {cluster.chroot}", flush=True)
+        if setup is not None:
+            _describe_security(setup, cluster, base / "dev-security")
         _describe(cluster, base)
         _watch(cluster)
         return 0  # not reached: _watch ends with a stop signal

@@ -62,6 +62,10 @@ UnknownProducerIdError = _error("UnknownProducerIdError", ErrorCode.unknown_prod
 InvalidRecordError = _error("InvalidRecordError", ErrorCode.invalid_record)
 KafkaStorageError = _error("KafkaStorageError", ErrorCode.kafka_storage_error)
 ClusterAuthorizationError = _error("ClusterAuthorizationError", ErrorCode.cluster_authorization_failed)
+TopicAuthorizationError = _error("TopicAuthorizationError", ErrorCode.topic_authorization_failed)
+GroupAuthorizationError = _error("GroupAuthorizationError", ErrorCode.group_authorization_failed)
+TransactionalIdAuthorizationError = _error("TransactionalIdAuthorizationError",
+                                           ErrorCode.transactional_id_authorization_failed)
 UnknownTopicIdError = _error("UnknownTopicIdError", ErrorCode.unknown_topic_id)
 InvalidTxnStateError = _error("InvalidTxnStateError", ErrorCode.invalid_txn_state)
 TransactionCoordinatorFencedError = _error(

@@ -16,12 +16,20 @@ process (`mode="process"`: its own interpreter, for suites that fork or want the
 the environment variable KBROKER_TEST_MODE sets the default, so a suite switches without an edit.
 The container's image is accepted and ignored; `with_env("KAFKA_...")` is read as the Confluent image
 reads it (KAFKA_LOG_RETENTION_MS → log.retention.ms), so a suite's broker settings carry over.
+
+Secured listeners (kbroker's own calls): `with_tls()` serves TLS with a throwaway CA made for the
+broker (kbroker.devcerts), `with_sasl(mechanism, username, password)` SASL with that one client
+user (PLAIN, SCRAM-SHA-256/512, or OAUTHBEARER's unsecured tokens); both make SASL_SSL, and
+`KafkaContainer(security_protocol="SASL_SSL")` is the same with the defaults. `get_client_config()`
+is then what a Kafka client needs (Kafka's keys), `get_confluent_config()` and
+`get_kafka_python_config()` the same for those libraries, `get_ca_file()` the CA to trust.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -71,8 +79,9 @@ class KafkaContainer:
                  wait_strategy_check_string: str = "", listener_name: str = "PLAINTEXT",
                  security_protocol: str = "PLAINTEXT", *, mode: str | None = None,
                  config: dict[str, str] | None = None, **_docker_options: Any) -> None:
-        if security_protocol != "PLAINTEXT":
-            raise KbrokerError(f"kbroker serves PLAINTEXT only, not {security_protocol}")
+        if security_protocol not in ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"):
+            raise KbrokerError(f"security_protocol {security_protocol!r}: one of PLAINTEXT, SSL, SASL_PLAINTEXT, "
+                               f"SASL_SSL")
         mode = mode or os.environ.get("KBROKER_TEST_MODE", "thread")
         if mode not in ("thread", "process"):
             raise ValueError(f"mode must be 'thread' or 'process', not {mode!r}")
@@ -90,6 +99,11 @@ class KafkaContainer:
         self._stop_scope = None
         self._proc: subprocess.Popen | None = None
         self.log_path: Path | None = None  # the child process's output (mode="process")
+        self._tls = security_protocol in ("SSL", "SASL_SSL")
+        self._sasl: tuple[str, str, str] | None = None  # (mechanism, username, password)
+        self.security = None  # the started broker's kbroker.dev_security.SecuritySetup, when secured
+        if security_protocol.startswith("SASL_"):
+            self.with_sasl()
 
     # --- testcontainers' calls ---------------------------------------------------------------------
 
@@ -112,6 +126,57 @@ class KafkaContainer:
         self.config[key] = str(value)
         return self
 
+    def with_tls(self) -> "KafkaContainer":
+        """kbroker's own: serve TLS (SSL, or SASL_SSL with `with_sasl`) with a certificate for
+        127.0.0.1 and localhost signed by a CA made for this broker (`get_ca_file()`)."""
+        self._tls = True
+        return self
+
+    def with_sasl(self, mechanism: str = "SCRAM-SHA-512", username: str = "test",
+                  password: str | None = None) -> "KafkaContainer":
+        """kbroker's own: require SASL (SASL_PLAINTEXT, or SASL_SSL with `with_tls`) and create one
+        client user: a SCRAM credential, a PLAIN user, or (OAUTHBEARER) the unsecured token's
+        subject. The password is random when not given; `get_client_config()` has it."""
+        mechanism = mechanism.upper()
+        if mechanism not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"):
+            raise KbrokerError(f"SASL mechanism {mechanism!r}: one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER")
+        self._sasl = (mechanism, username, secrets.token_urlsafe(12) if password is None else password)
+        return self
+
+    @property
+    def security_protocol(self) -> str:
+        return ("SASL_" if self._sasl else "") + ("SSL" if self._tls else "PLAINTEXT")
+
+    def get_client_config(self) -> dict[str, str]:
+        """kbroker's own: Kafka's client keys for this broker (bootstrap.servers, security.protocol,
+        sasl.mechanism, sasl.jaas.config, ssl.truststore.type/location), what Kafka's Java clients
+        and `kbroker ... --command-config` read."""
+        bootstrap = self.get_bootstrap_server()
+        if self.security is None:
+            return {"bootstrap.servers": bootstrap, "security.protocol": "PLAINTEXT"}
+        return self.security.client_config(bootstrap)
+
+    def get_confluent_config(self) -> dict[str, str]:
+        """kbroker's own: the same as confluent-kafka (librdkafka) settings."""
+        bootstrap = self.get_bootstrap_server()
+        if self.security is None:
+            return {"bootstrap.servers": bootstrap}
+        return self.security.confluent_config(bootstrap)
+
+    def get_kafka_python_config(self) -> dict[str, Any]:
+        """kbroker's own: the same as kafka-python keyword arguments (OAUTHBEARER needs a
+        sasl_oauth_token_provider besides)."""
+        bootstrap = self.get_bootstrap_server()
+        if self.security is None:
+            return {"bootstrap_servers": bootstrap}
+        return self.security.kafka_python_config(bootstrap)
+
+    def get_ca_file(self) -> str | None:
+        """kbroker's own: the PEM file of the CA that signed the broker's certificate (None without TLS)."""
+        self.get_bootstrap_server()  # started?
+        certs = self.security.certs if self.security is not None else None
+        return str(certs.ca_file) if certs is not None else None
+
     def get_container_host_ip(self) -> str:
         return "127.0.0.1"
 
@@ -130,6 +195,7 @@ class KafkaContainer:
             return self
         self.data_dir = Path(tempfile.mkdtemp(prefix="kbroker-test-"))
         try:
+            self._prepare_security()
             if self.mode == "thread":
                 self._start_thread(timeout)
             else:
@@ -160,6 +226,7 @@ class KafkaContainer:
                     self._proc.wait(10)
             self._proc = None
         self._bound_port = None
+        self.security = None
         if self.data_dir is not None and delete_volume:
             shutil.rmtree(self.data_dir, ignore_errors=True)
             if self.log_path is not None:
@@ -174,9 +241,28 @@ class KafkaContainer:
 
     # --- the two ways to run it --------------------------------------------------------------------
 
+    def _prepare_security(self) -> None:
+        """The certificates, the user's credential and the broker keys of a secured listener."""
+        if not (self._tls or self._sasl):
+            return
+        from kbroker.dev_security import SecuritySetup, write_scram_credential
+        from kbroker.devcerts import make_dev_certificates
+
+        assert self.data_dir is not None
+        certs = make_dev_certificates(self.data_dir / "dev-security") if self._tls else None
+        mechanism, username, password = self._sasl or (None, None, None)
+        self.security = SecuritySetup(self.security_protocol, certs, mechanism, username, password,
+                                      secrets.token_urlsafe(18) if self._sasl else None)
+        write_scram_credential(self.data_dir, self.security.scram_users())
+
+    def _security_overrides(self) -> dict[str, str]:
+        """The secured listener's keys (passwords among them), on a free port."""
+        return self.security.broker_config("127.0.0.1", 0) if self.security is not None else {}
+
     def _overrides(self) -> dict[str, str]:
         overrides = dict(self.config)
         overrides["listeners"] = "PLAINTEXT://127.0.0.1:0"  # a free port, read back once bound
+        overrides.update(self._security_overrides())
         overrides["log.dirs"] = str(self.data_dir)
         if self.cluster_id:
             overrides["cluster.id"] = self.cluster_id
@@ -224,7 +310,15 @@ class KafkaContainer:
     def _start_process(self, timeout: float) -> None:
         assert self.data_dir is not None
         argv = [sys.executable, "-m", "kbroker", "serve"]
-        for key, value in self._overrides().items():
+        overrides = self._overrides()
+        secured = self._security_overrides()
+        if secured:  # passwords go in an owner-only file, not on the command line
+            from kbroker.dev_security import write_properties
+
+            path = write_properties(self.data_dir / "dev-security" / "server.properties",
+                                    {k: overrides.pop(k) for k in secured}, "kbroker.testing's secured listener")
+            argv += ["--config", str(path)]
+        for key, value in overrides.items():
             argv += ["--override", f"{key}={value}"]
         log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
         self.log_path = log_path

@@ -185,11 +185,12 @@ class CreatedTopic(NamedTuple):
 class AdminClient:
     """The requests the group and topic commands need, routed as Kafka routes them."""
 
-    def __init__(self, bootstrap: str, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, bootstrap: str, timeout: float = DEFAULT_TIMEOUT_S, security: Any = None) -> None:
+        """`security`: every connection's TLS and SASL (admin/security.py's ClientSecurity), or None."""
         self.bootstrap = [parse_address(a) for a in bootstrap.split(",") if a.strip()]
         if not self.bootstrap:
             raise AdminError("no bootstrap server given")
-        self.timeout = timeout
+        self.timeout, self.security = timeout, security
         self._connections: dict[tuple[str, int], Connection] = {}
         self._coordinators: dict[str, Broker] = {}
 
@@ -209,7 +210,7 @@ class AdminClient:
     def connection(self, host: str, port: int) -> Connection:
         conn = self._connections.get((host, port))
         if conn is None:
-            conn = self._connections[(host, port)] = Connection(host, port, self.timeout)
+            conn = self._connections[(host, port)] = Connection(host, port, self.timeout, self.security)
         return conn
 
     def any_connection(self) -> Connection:

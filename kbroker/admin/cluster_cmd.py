@@ -25,6 +25,7 @@ from typing import Any
 from kbroker.admin.balance_cmd import add_balance_commands, elect_leaders, rebalance
 from kbroker.admin.client import DEFAULT_TIMEOUT_S, AdminClient, AdminError, KafkaErrorResponse
 from kbroker.admin.status import add_status_command, run_status
+from kbroker.admin.security import add_command_config_argument, security_of
 from kbroker.controller.reassignment import restore_targets
 
 
@@ -42,13 +43,14 @@ def add_cluster_command(sub: Any) -> None:
 
 def _common(p: Any) -> None:
     p.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT...]")
+    add_command_config_argument(p)
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                    help="per request (default %(default)s)")
 
 
 def run_cluster(args: argparse.Namespace) -> int:
     try:
-        with AdminClient(args.bootstrap_server, timeout=args.timeout) as admin:
+        with AdminClient(args.bootstrap_server, timeout=args.timeout, security=security_of(args)) as admin:
             if args.cluster_command == "status":
                 return run_status(admin, args)
             if args.cluster_command == "rebalance":

@@ -24,6 +24,7 @@ from kio.schema.errors import ErrorCode
 
 from kbroker.admin.client import DEFAULT_TIMEOUT_S, AdminClient, AdminError, KafkaErrorResponse
 from kbroker.admin.connection import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, Connection
+from kbroker.admin.security import add_command_config_argument, security_of
 
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 CONFIG_SET, CONFIG_DELETE = 0, 1
@@ -39,6 +40,7 @@ def add_configs_command(sub: Any) -> None:
                        ("alter", "set and delete dynamic configs")):
         c = csub.add_parser(name, help=text)
         c.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT...]")
+        add_command_config_argument(c)
         c.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS")
         target = c.add_mutually_exclusive_group(required=True)
         target.add_argument("--broker", type=int, metavar="ID", help="one broker's configs")
@@ -132,7 +134,7 @@ def alter(admin: AdminClient, args: argparse.Namespace) -> list[str]:
 
 def run_configs(args: argparse.Namespace) -> int:
     try:
-        with AdminClient(args.bootstrap_server, timeout=args.timeout) as admin:
+        with AdminClient(args.bootstrap_server, timeout=args.timeout, security=security_of(args)) as admin:
             lines = describe(admin, args) if args.configs_command == "describe" else alter(admin, args)
     except (AdminError, KafkaErrorResponse, OSError) as exc:
         print(f"Error: {exc}", file=sys.stderr)

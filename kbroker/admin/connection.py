@@ -2,7 +2,9 @@
 ApiVersions and sends each request at the highest version both sides know (within what the client
 can fill, `CLIENT_VERSIONS`), and the errors every admin call raises. Reads are bounded (a
 response is at most 100 MiB) and sockets time out, so a dead, slow or hostile peer ends in an
-`AdminError`, never a hang.
+`AdminError`, never a hang. A secured listener's TLS and SASL (`--command-config`) are
+`security.py`'s: the connection wraps its socket with it and lets it authenticate right after
+ApiVersions, before any other request.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ DESCRIBE_CLUSTER = 60
 ELECT_LEADERS = 43
 WRITE_TXN_MARKERS, DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS = 27, 61, 65, 66
 PRODUCE, FETCH = 0, 1
+SASL_HANDSHAKE, SASL_AUTHENTICATE = 17, 36
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
 
 # The versions this client knows how to fill and read, per API: where a newer version changes the
@@ -59,12 +62,18 @@ CLIENT_VERSIONS = {
     LIST_TRANSACTIONS: (0, 1),
     PRODUCE: (3, 9),
     FETCH: (4, 12),  # v13 names topics by id
+    SASL_HANDSHAKE: (1, 1),  # v0 sends the tokens unframed
+    SASL_AUTHENTICATE: (0, 2),
 }
 _API_VERSIONS_RESPONSE_PREFIX = struct.Struct(">ih")  # correlation id, error_code: the same in every version
 
 
 class AdminError(Exception):
     """A failure reported as one line on stderr; the command exits with status 1."""
+
+
+class ConnectionLost(AdminError):
+    """The broker closed or reset the connection."""
 
 
 class KafkaErrorResponse(AdminError):
@@ -103,17 +112,30 @@ def parse_address(address: str) -> tuple[str, int]:
 class Connection:
     """One broker connection: framing, correlation ids, versions. Not thread-safe."""
 
-    def __init__(self, host: str, port: int, timeout: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, host: str, port: int, timeout: float = DEFAULT_TIMEOUT_S, security: Any = None) -> None:
+        """`security`: a `security.ClientSecurity` for a TLS or SASL listener (None: PLAINTEXT)."""
         self.host, self.port, self.timeout = host, port, timeout
         self.address = f"{host}:{port}"
+        self.security = security
         self._correlation = itertools.count(1)
+        self._answered = 0  # requests answered after ApiVersions
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout)
         except OSError as exc:
             raise AdminError(f"cannot connect to {self.address}: {_reason(exc)}") from None
         self._sock.settimeout(timeout)
         try:
+            if security is not None:
+                self._sock = security.wrap(self._sock, host, self.address)
             self.versions = self._negotiate()
+            if security is not None:
+                security.authenticate(self)
+        except ConnectionLost as exc:
+            self.close()
+            if security is None and not hasattr(self, "versions"):  # a TLS listener drops a plaintext hello
+                raise ConnectionLost(f"{exc} (if it is an SSL or SASL_SSL listener, give its client settings "
+                                     f"with --command-config)") from None
+            raise
         except BaseException:
             self.close()
             raise
@@ -141,8 +163,16 @@ class Connection:
         if version is None:
             version = self.version(api_key)
         correlation_id = next(self._correlation) & 0x7FFFFFFF
-        self._send(encode_request(api_key, version, correlation_id, client_id, data))
-        return self._decode(api_key, version, self._receive(), correlation_id)
+        try:
+            self._send(encode_request(api_key, version, correlation_id, client_id, data))
+            frame = self._receive()
+        except ConnectionLost as exc:
+            if not self._answered and getattr(self.security, "mechanism", None) is None:  # the first request
+                raise ConnectionLost(f"{exc} (a SASL listener closes connections that have not authenticated: "
+                                     f"give its client settings with --command-config)") from None
+            raise
+        self._answered += 1
+        return self._decode(api_key, version, frame, correlation_id)
 
     def _decode(self, api_key: int, version: int, frame: bytes, correlation_id: int) -> Any:
         try:
@@ -183,7 +213,7 @@ class Connection:
         try:
             self._sock.sendall(data)
         except OSError as exc:
-            raise AdminError(f"{self.address}: send failed: {_reason(exc)}") from None
+            raise ConnectionLost(f"{self.address}: send failed: {_reason(exc)}") from None
 
     def _receive(self) -> bytes:
         (size,) = struct.unpack(">i", self._recv_exact(4))
@@ -199,9 +229,11 @@ class Connection:
             try:
                 k = self._sock.recv_into(view[got:])
             except OSError as exc:
-                raise AdminError(f"{self.address}: receive failed: {_reason(exc)}") from None
+                if isinstance(exc, socket.timeout):
+                    raise AdminError(f"{self.address}: receive failed: {_reason(exc)}") from None
+                raise ConnectionLost(f"{self.address}: receive failed: {_reason(exc)}") from None
             if k == 0:
-                raise AdminError(f"{self.address}: connection closed by the broker")
+                raise ConnectionLost(f"{self.address}: connection closed by the broker")
             got += k
         return bytes(buf)
 

@@ -27,6 +27,7 @@ from kio.schema.errors import ErrorCode
 from kbroker.admin.client import DEFAULT_TIMEOUT_S, AdminClient, AdminError, KafkaErrorResponse
 from kbroker.admin.connection import FETCH, PRODUCE
 from kbroker.admin.groups import format_table
+from kbroker.admin.security import add_command_config_argument, security_of
 from kbroker.delayed.format import (
     ADMIN_CLIENT_ID,
     DELAYED_TOPIC,
@@ -62,6 +63,7 @@ class PendingDelivery:
 def add_delayed_command(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT...]")
+    add_command_config_argument(common)
     common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS")
     common.add_argument("--output", choices=("table", "json"), default="table")
     delayed = sub.add_parser("delayed", help="list and cancel pending delayed deliveries")
@@ -78,7 +80,7 @@ def add_delayed_command(sub: Any) -> None:
 
 def run_delayed(args: argparse.Namespace) -> int:
     try:
-        with AdminClient(args.bootstrap_server, args.timeout) as client:
+        with AdminClient(args.bootstrap_server, args.timeout, security_of(args)) as client:
             if args.delayed_command == "list":
                 return _list(client, args)
             return _cancel(client, args)

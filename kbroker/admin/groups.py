@@ -21,6 +21,7 @@ from kbroker.admin.client import (DEFAULT_TIMEOUT_S, EARLIEST, LATEST, AdminClie
                                   GroupDescription, KafkaErrorResponse, TopicPartition)
 from kbroker.admin.consumer_protocol import ConsumerProtocolError, decode_assignment, decode_subscription
 from kbroker.admin.reset import PlanError, PlannedOffset, ResetSpec, parse_datetime_ms, parse_topic_spec, plan_reset
+from kbroker.admin.security import add_command_config_argument, security_of
 
 # Group states as Kafka names them (classic and KIP-848 groups); ListGroups filters by exact name.
 STATES = ("Stable", "Empty", "PreparingRebalance", "CompletingRebalance", "Dead",
@@ -38,6 +39,7 @@ def add_groups_command(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT...]",
                         help="a broker to start from (default 127.0.0.1:9092)")
+    add_command_config_argument(common)
     common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                         help=f"connect/read timeout and retry budget (default {DEFAULT_TIMEOUT_S:g})")
     common.add_argument("--output", choices=("table", "json"), default="table")
@@ -79,7 +81,7 @@ def run_groups(args: argparse.Namespace) -> int:
     """Run a parsed `kbroker groups ...`; 0 on success, 1 with one line on stderr on failure."""
     command = {"list": _list, "describe": _describe, "reset-offsets": _reset, "delete": _delete}[args.groups_command]
     try:
-        with AdminClient(args.bootstrap_server, args.timeout) as client:
+        with AdminClient(args.bootstrap_server, args.timeout, security_of(args)) as client:
             return command(client, args)
     except (AdminError, PlanError, ConsumerProtocolError) as exc:
         print(f"kbroker groups: {exc}", file=sys.stderr)

@@ -8,7 +8,7 @@ a broker that is paused or slow makes its sizes unknown, never the command slow.
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from kio.schema.errors import ErrorCode
 
@@ -42,15 +42,15 @@ def describe_log_dirs(conn: Connection, partitions: Iterable[TopicPartition] | N
 
 
 def partition_sizes(brokers: Mapping[int, Broker], wanted: Mapping[int, Iterable[TopicPartition]],
-                    timeout: float = LOG_DIRS_TIMEOUT_S) -> dict[int, dict[TopicPartition, int] | str]:
+                    timeout: float = LOG_DIRS_TIMEOUT_S, security: Any = None) -> dict[int, dict[TopicPartition, int] | str]:
     """Ask each broker of `wanted` (by id) for the sizes of its partitions, all at once: broker id
-    -> sizes, or why they are unknown (one line)."""
+    -> sizes, or why they are unknown (one line). `security`: the connections' (AdminClient.security)."""
     def ask(broker_id: int) -> dict[TopicPartition, int] | str:
         broker = brokers.get(broker_id)
         if broker is None:
             return "offline"
         try:
-            conn = Connection(broker.host, broker.port, timeout)
+            conn = Connection(broker.host, broker.port, timeout, security)
         except AdminError as exc:
             return str(exc)
         try:

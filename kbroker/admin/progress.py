@@ -163,4 +163,4 @@ def moves_in_progress(admin: AdminClient, brokers: Mapping[int, Broker], states:
         for b in [state.leader, *[r for r in adding if r not in state.isr]]:
             if b >= 0:
                 wanted.setdefault(b, set()).add(tp)
-    return build_moves(listed, states, partition_sizes(brokers, wanted, timeout))
+    return build_moves(listed, states, partition_sizes(brokers, wanted, timeout, admin.security))

@@ -25,6 +25,7 @@ from typing import Any
 
 from kbroker.admin import throttle
 from kbroker.admin.client import DEFAULT_TIMEOUT_S, AdminClient, AdminError, KafkaErrorResponse
+from kbroker.admin.security import add_command_config_argument, security_of
 
 PLAN_VERSION = 1
 Plan = dict[tuple[str, int], list[int]]
@@ -38,6 +39,7 @@ def add_reassign_command(sub: Any) -> None:
     p = sub.add_parser("reassign", help="move partition replicas between brokers (what "
                                         "kafka-reassign-partitions.sh does)")
     p.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT...]")
+    add_command_config_argument(p)
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS")
     p.add_argument("--plan", metavar="FILE", help="the reassignment plan (Kafka's JSON format)")
     action = p.add_mutually_exclusive_group(required=True)
@@ -120,7 +122,7 @@ def verify(plan: Plan, current: Plan, moving: set[tuple[str, int]]) -> list[str]
 
 def run_reassign(args: argparse.Namespace) -> int:
     try:
-        with AdminClient(args.bootstrap_server, timeout=args.timeout) as admin:
+        with AdminClient(args.bootstrap_server, timeout=args.timeout, security=security_of(args)) as admin:
             return _run(admin, args)
     except (PlanError, AdminError, KafkaErrorResponse, OSError) as exc:
         print(f"Error: {exc}", file=sys.stderr)

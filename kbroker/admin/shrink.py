@@ -17,6 +17,7 @@ and the one that leads answers.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -41,7 +42,7 @@ def decrease(admin: AdminClient, topic: str, count: int, *, partitioner: str | N
     if count < current:
         admin.create_partitions(topic, count)  # a lower count: kbroker retires the rest
     deadline = time.monotonic() + wait_s
-    _wait_everyone_lists(brokers, topic, count, admin.timeout, deadline)
+    _wait_everyone_lists(brokers, topic, count, admin.timeout, deadline, admin.security)
     ends = {}
     r, limit = count, (current if count < current else None)  # run again: as many as some broker hosts
     while limit is None or r < limit:
@@ -72,12 +73,13 @@ def decrease(admin: AdminClient, topic: str, count: int, *, partitioner: str | N
     return done
 
 
-def _wait_everyone_lists(brokers: dict[int, Broker], topic: str, count: int, timeout: float, deadline: float) -> None:
+def _wait_everyone_lists(brokers: dict[int, Broker], topic: str, count: int, timeout: float, deadline: float,
+                         security: Any = None) -> None:
     pending = dict(brokers)
     while pending:
         for broker_id, b in list(pending.items()):
             try:
-                with AdminClient(f"{b.host}:{b.port}", timeout=timeout) as one:
+                with AdminClient(f"{b.host}:{b.port}", timeout=timeout, security=security) as one:
                     if len(one.partitions_of(topic)) == count:
                         pending.pop(broker_id)
             except (AdminError, OSError):

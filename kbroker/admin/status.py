@@ -20,12 +20,14 @@ from kbroker.admin.client import DEFAULT_TIMEOUT_S, AdminClient, AdminError, Bro
 from kbroker.admin.log_dirs import LOG_DIRS_TIMEOUT_S
 from kbroker.admin.progress import Move, moves_in_progress, progress_data, progress_text
 from kbroker.admin.topics import min_isr_of, partition_flags
+from kbroker.admin.security import add_command_config_argument
 
 
 def add_status_command(csub: Any) -> None:
     """Add `status` to the `kbroker cluster` subcommands."""
     s = csub.add_parser("status", help="brokers, under-replicated and offline partitions, moves in progress")
     s.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT...]")
+    add_command_config_argument(s)
     s.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                    help=f"per request (default %(default)s; a broker's log sizes wait at most {LOG_DIRS_TIMEOUT_S:g} s)")
     s.add_argument("--json", action="store_true", help="print the status as JSON")

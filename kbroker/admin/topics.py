@@ -26,6 +26,7 @@ from kbroker.admin.client import (DEFAULT_CONFIG_SOURCE, DEFAULT_TIMEOUT_S, Admi
 from kbroker.admin.log_dirs import LOG_DIRS_TIMEOUT_S
 from kbroker.admin.shrink import PARTITIONERS, decrease
 from kbroker.admin.progress import Move, moves_in_progress, progress_data, progress_text
+from kbroker.admin.security import add_command_config_argument, security_of
 
 # Kafka's internal topics (org.apache.kafka.common.internals.Topic); brokers also flag them in Metadata.
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__delayed_messages"})
@@ -41,6 +42,7 @@ def add_topics_command(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT...]",
                         help="a broker to start from (default 127.0.0.1:9092)")
+    add_command_config_argument(common)
     common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
                         help=f"connect/read timeout and retry budget (default {DEFAULT_TIMEOUT_S:g})")
     common.add_argument("--output", choices=("text", "json", "table"), default="text",
@@ -109,7 +111,7 @@ def run_topics(args: argparse.Namespace) -> int:
         check = _CHECKS.get(args.topics_command)
         if check is not None:
             check(args)  # argument errors before any request
-        with AdminClient(args.bootstrap_server, args.timeout) as client:
+        with AdminClient(args.bootstrap_server, args.timeout, security_of(args)) as client:
             return command(client, args)
     except AdminError as exc:
         print(f"kbroker topics: {exc}", file=sys.stderr)

@@ -27,6 +27,7 @@ from kbroker.admin.client import DEFAULT_TIMEOUT_S, AdminClient, AdminError, Bro
 from kbroker.admin.connection import (DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, FIND_COORDINATOR,
                                       LIST_TRANSACTIONS, WRITE_TXN_MARKERS)
 from kbroker.admin.groups import format_table
+from kbroker.admin.security import add_command_config_argument, security_of
 
 TRANSACTION_KEY = 1  # FindCoordinator's key type for transactional ids
 _RETRIABLE = (ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available, ErrorCode.not_coordinator)
@@ -35,6 +36,7 @@ _RETRIABLE = (ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_
 def add_transactions_command(sub: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--bootstrap-server", default="127.0.0.1:9092", metavar="HOST:PORT[,HOST:PORT...]")
+    add_command_config_argument(common)
     common.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS")
     common.add_argument("--output", choices=("table", "json"), default="table")
     txn = sub.add_parser("transactions", help="list, describe and abort transactions "
@@ -65,7 +67,7 @@ def run_transactions(args: argparse.Namespace) -> int:
     command = {"list": _list, "describe": _describe, "describe-producers": _describe_producers, "abort": _abort,
                "find-hanging": _find_hanging}[args.transactions_command]
     try:
-        with AdminClient(args.bootstrap_server, args.timeout) as client:
+        with AdminClient(args.bootstrap_server, args.timeout, security_of(args)) as client:
             return command(client, args)
     except AdminError as exc:
         print(f"kbroker transactions: {exc}", file=sys.stderr)

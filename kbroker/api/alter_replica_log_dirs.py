@@ -11,7 +11,9 @@ log's offset lag. A partition named twice gets the last dir named, as Kafka's ma
 
 from __future__ import annotations
 
+from kbroker.api.access import Op, cluster_allowed
 from kbroker.api.context import RequestContext
+from kbroker.errors import ErrorCode
 from kbroker.log.topic_partition import TopicPartition
 
 
@@ -23,8 +25,9 @@ async def handle(ctx: RequestContext, request) -> dict:
             for partition in topic.partitions:
                 wanted[TopicPartition(topic.name, int(partition))] = d.path
     results: dict[str, list[dict]] = {}
+    allowed = cluster_allowed(ctx, Op.ALTER)  # Kafka: ALTER on the cluster, else every partition refused
     for tp, path in wanted.items():
-        code = rm.alter_replica_log_dir(tp, path)
+        code = rm.alter_replica_log_dir(tp, path) if allowed else ErrorCode.cluster_authorization_failed
         results.setdefault(tp.topic, []).append({"partition_index": tp.partition, "error_code": code})
     return {"throttle_time": 0,
             "results": [{"topic_name": name, "partitions": ps} for name, ps in results.items()]}

@@ -87,7 +87,34 @@ def to_bit_set(operations) -> int:
 
 
 def authorized_operations(resource_type: ResourceType, name: str, ctx: "RequestContext",
-                          authorizer: Authorizer = ALLOW_ALL) -> int:
-    """The bit set of the operations on `name` the requester of `ctx` is allowed."""
+                          authorizer: Authorizer | None = None) -> int:
+    """The bit set of the operations on `name` the requester of `ctx` is allowed (by the broker's
+    authorizer unless one is given)."""
     supported = SUPPORTED_OPERATIONS[resource_type]
+    authorizer = authorizer or _authorizer(ctx)
     return to_bit_set(authorizer.authorize(ctx, resource_type, name, supported) & supported)
+
+
+CLUSTER_NAME = "kafka-cluster"  # Kafka's one CLUSTER resource
+
+
+def _authorizer(ctx: "RequestContext | None") -> Authorizer:
+    return getattr(getattr(ctx, "broker", None), "authorizer", None) or ALLOW_ALL
+
+
+def permitted(ctx: "RequestContext", operation: AclOperation, resource_type: ResourceType, name: str) -> bool:
+    """Whether the requester may perform `operation` on the resource (ALLOW_ALL: always)."""
+    authorizer = _authorizer(ctx)
+    if authorizer is ALLOW_ALL:
+        return True
+    return operation in authorizer.authorize(ctx, resource_type, name, frozenset({operation}))
+
+
+def permitted_any(ctx: "RequestContext", operation: AclOperation, resource_type: ResourceType) -> bool:
+    """Kafka's authorizeByResourceType: whether some resource of the type allows `operation`
+    (InitProducerId without a transactional id: IDEMPOTENT_WRITE on the cluster, or WRITE on any topic)."""
+    authorizer = _authorizer(ctx)
+    if authorizer is ALLOW_ALL:
+        return True
+    by_type = getattr(authorizer, "authorize_by_resource_type", None)
+    return bool(by_type and by_type(ctx, operation, resource_type))

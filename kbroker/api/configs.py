@@ -8,6 +8,7 @@ metadata).
 
 from __future__ import annotations
 
+from kbroker.api.access import Op, require_cluster, require_topic
 from kbroker.api.context import RequestContext
 from kbroker.api.views import describe_view_config
 from kbroker.config import TOPIC_CONFIGS, broker_config_def, describe_topic_config, format_value, validate_topic_configs
@@ -24,6 +25,14 @@ from kbroker.errors import (
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _require(ctx: RequestContext, operation: Op, resource) -> None:
+    """Kafka's checks: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for a broker."""
+    if resource.resource_type == TOPIC:
+        require_topic(ctx, operation, resource.resource_name)
+    elif resource.resource_type in (BROKER, BROKER_LOGGER):
+        require_cluster(ctx, operation)
 
 
 def _check_broker(ctx: RequestContext, name: str) -> None:
@@ -47,6 +56,7 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
         entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
                  "resource_name": resource.resource_name, "configs": []}
         try:
+            _require(ctx, Op.DESCRIBE_CONFIGS, resource)
             if resource.resource_type == TOPIC:
                 info = broker.metadata.topic(resource.resource_name)
                 view = broker.views.view(resource.resource_name)
@@ -121,6 +131,7 @@ async def alter_configs(ctx: RequestContext, request) -> dict:
         entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
                  "resource_name": resource.resource_name}
         try:
+            _require(ctx, Op.ALTER_CONFIGS, resource)
             _topic_overrides(ctx, resource)  # existence check
             new = {c.name: c.value for c in resource.configs if c.value is not None}
             await _alter(ctx, resource, new, request.validate_only)
@@ -136,6 +147,7 @@ async def incremental_alter_configs(ctx: RequestContext, request) -> dict:
         entry = {"error_code": ErrorCode.none, "error_message": None, "resource_type": resource.resource_type,
                  "resource_name": resource.resource_name}
         try:
+            _require(ctx, Op.ALTER_CONFIGS, resource)
             nulls = [c.name for c in resource.configs if c.value is None and c.config_operation != DELETE]
             if nulls:  # Kafka's ConfigAdminManager.preprocess
                 raise InvalidRequestError(f"Null value not supported for : {', '.join(nulls)}")

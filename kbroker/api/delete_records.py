@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kbroker.api.access import Op, require_topic
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, KafkaError, OffsetOutOfRangeError, error_code_of
 from kbroker.log.topic_partition import TopicPartition
@@ -15,6 +16,7 @@ async def handle(ctx: RequestContext, request) -> dict:
         for p in topic.partitions:
             entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.none}
             try:
+                require_topic(ctx, Op.DELETE, topic.name)
                 partition = rm.get_leader_partition(TopicPartition(topic.name, p.partition_index))
                 offset = partition.high_watermark if p.offset == -1 else p.offset
                 if offset < 0 or offset > partition.high_watermark:

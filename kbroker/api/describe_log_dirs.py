@@ -14,6 +14,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+from kbroker.api.access import Op, cluster_allowed
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode
 from kbroker.log.topic_partition import TopicPartition
@@ -23,6 +24,8 @@ UNKNOWN_BYTES = -1  # total and usable bytes of a dir that could not be asked
 
 
 async def handle(ctx: RequestContext, request) -> dict:
+    if not cluster_allowed(ctx, Op.DESCRIBE):  # Kafka: no dirs; v3+ names the reason
+        return {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results": []}
     broker = ctx.broker
     lm = broker.log_manager
     wanted = None

@@ -10,6 +10,7 @@ client asks the leader unless told which broker to ask.
 
 from __future__ import annotations
 
+from kbroker.api.access import Op, topic_allowed
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.log.topic_partition import TopicPartition
@@ -21,7 +22,11 @@ async def handle(ctx: RequestContext, request) -> dict:
     rm = ctx.broker.replica_manager
     topics = []
     for topic in request.topics:
-        partitions = [_describe_partition(rm, topic.name, int(index)) for index in topic.partition_indexes]
+        if not topic_allowed(ctx, Op.READ, topic.name):  # Kafka: READ on the topic
+            partitions = [{"partition_index": int(index), "error_code": ErrorCode.topic_authorization_failed,
+                           "error_message": None, "active_producers": []} for index in topic.partition_indexes]
+        else:
+            partitions = [_describe_partition(rm, topic.name, int(index)) for index in topic.partition_indexes]
         topics.append({"name": topic.name, "partitions": partitions})
     return {"throttle_time": 0, "topics": topics}
 

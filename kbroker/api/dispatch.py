@@ -39,6 +39,7 @@ from kbroker.api import (
     transactions,
     txn_offset_commit,
 )
+from kbroker.api.authorization import CLUSTER_NAME, AclOperation, ResourceType, permitted
 from kbroker.api.context import Deferred, RequestContext
 from kbroker.errors import ErrorCode, error_code_of
 from kbroker.wire.fetch_response import encode_fetch_response
@@ -70,6 +71,7 @@ class ApiSpec:
     handler: Handler
     cluster_only: bool = False  # inter-broker APIs: served (and advertised) only in a cluster
     sasl_only: bool = False  # served (and advertised) only on SASL listeners
+    cluster_operation: AclOperation | None = None  # what the principal must hold on the CLUSTER (Kafka's check)
 
 
 def served(spec: ApiSpec, broker, session) -> bool:
@@ -84,10 +86,10 @@ DISPATCH: dict[int, ApiSpec] = {
     1: ApiSpec("Fetch", 4, 17, fetch.handle),
     2: ApiSpec("ListOffsets", 1, 9, list_offsets.handle),
     3: ApiSpec("Metadata", 0, 12, metadata.handle),
-    4: ApiSpec("LeaderAndIsr", 7, 7, cluster.leader_and_isr, cluster_only=True),
-    5: ApiSpec("StopReplica", 4, 4, cluster.stop_replica, cluster_only=True),
-    6: ApiSpec("UpdateMetadata", 8, 8, cluster.update_metadata, cluster_only=True),
-    7: ApiSpec("ControlledShutdown", 3, 3, cluster.controlled_shutdown, cluster_only=True),
+    4: ApiSpec("LeaderAndIsr", 7, 7, cluster.leader_and_isr, cluster_only=True, cluster_operation=AclOperation.CLUSTER_ACTION),
+    5: ApiSpec("StopReplica", 4, 4, cluster.stop_replica, cluster_only=True, cluster_operation=AclOperation.CLUSTER_ACTION),
+    6: ApiSpec("UpdateMetadata", 8, 8, cluster.update_metadata, cluster_only=True, cluster_operation=AclOperation.CLUSTER_ACTION),
+    7: ApiSpec("ControlledShutdown", 3, 3, cluster.controlled_shutdown, cluster_only=True, cluster_operation=AclOperation.CLUSTER_ACTION),
     8: ApiSpec("OffsetCommit", 2, 9, offsets.offset_commit),
     9: ApiSpec("OffsetFetch", 1, 9, offsets.offset_fetch),
     10: ApiSpec("FindCoordinator", 0, 6, find_coordinator.handle),
@@ -116,14 +118,14 @@ DISPATCH: dict[int, ApiSpec] = {
     36: ApiSpec("SaslAuthenticate", 0, 2, sasl.sasl_authenticate, sasl_only=True),
     37: ApiSpec("CreatePartitions", 0, 3, topics.create_partitions),
     42: ApiSpec("DeleteGroups", 0, 2, groups.delete_groups),
-    43: ApiSpec("ElectLeaders", 0, 2, elect_leaders.handle, cluster_only=True),
+    43: ApiSpec("ElectLeaders", 0, 2, elect_leaders.handle, cluster_only=True, cluster_operation=AclOperation.ALTER),
     44: ApiSpec("IncrementalAlterConfigs", 0, 1, configs.incremental_alter_configs),
-    45: ApiSpec("AlterPartitionReassignments", 0, 0, reassignments.alter_partition_reassignments, cluster_only=True),
-    46: ApiSpec("ListPartitionReassignments", 0, 0, reassignments.list_partition_reassignments, cluster_only=True),
+    45: ApiSpec("AlterPartitionReassignments", 0, 0, reassignments.alter_partition_reassignments, cluster_only=True, cluster_operation=AclOperation.ALTER),
+    46: ApiSpec("ListPartitionReassignments", 0, 0, reassignments.list_partition_reassignments, cluster_only=True, cluster_operation=AclOperation.DESCRIBE),
     47: ApiSpec("OffsetDelete", 0, 0, offsets.offset_delete),
-    50: ApiSpec("DescribeUserScramCredentials", 0, 0, scram_credentials.describe_user_scram_credentials),
+    50: ApiSpec("DescribeUserScramCredentials", 0, 0, scram_credentials.describe_user_scram_credentials, cluster_operation=AclOperation.DESCRIBE),
     51: ApiSpec("AlterUserScramCredentials", 0, 0, scram_credentials.alter_user_scram_credentials),
-    56: ApiSpec("AlterPartition", 2, 3, cluster.alter_partition, cluster_only=True),
+    56: ApiSpec("AlterPartition", 2, 3, cluster.alter_partition, cluster_only=True, cluster_operation=AclOperation.CLUSTER_ACTION),
     60: ApiSpec("DescribeCluster", 0, 1, describe_cluster.handle),
     61: ApiSpec("DescribeProducers", 0, 0, describe_producers.handle),
     65: ApiSpec("DescribeTransactions", 0, 0, transaction_listing.describe_transactions),
@@ -158,6 +160,9 @@ async def handle_frame(broker, frame: bytes, client_host: str = "",
     else:
         request = decode_request(header, frame, body_offset)
     ctx = RequestContext(header, broker, client_host, session)
+    if spec.cluster_operation is not None and not permitted(ctx, spec.cluster_operation, ResourceType.CLUSTER,
+                                                            CLUSTER_NAME):
+        return _encode(header, _error_response(header, ErrorCode.cluster_authorization_failed))
     data = await _answer(spec, header, spec.handler(ctx, request))
     if isinstance(data, Deferred):
         async def complete() -> bytes | list | None:

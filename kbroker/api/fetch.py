@@ -13,9 +13,10 @@ from __future__ import annotations
 import trio
 
 from kbroker.api import views
+from kbroker.api.access import Op, allowed_topics, cluster_allowed
 from kbroker.api.context import RequestContext
 from kbroker.api.leaders import add_fetch_leaders
-from kbroker.errors import ErrorCode, UnknownTopicIdError, error_code_of
+from kbroker.errors import ErrorCode, TopicAuthorizationError, UnknownTopicIdError, error_code_of
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.replica.manager import FetchPartitionResult
 from kbroker.wire.protocol import to_ms
@@ -28,7 +29,8 @@ def _topic_name(ctx: RequestContext, topic) -> tuple[str | None, object]:
     return topic.topic, topic_id
 
 
-async def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool, replica_id: int):
+async def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool, replica_id: int,
+                    denied: frozenset = frozenset()):
     rm = ctx.broker.replica_manager
     budget = max_bytes
     results: list[tuple[object, object, list[tuple[object, FetchPartitionResult]]]] = []
@@ -37,6 +39,10 @@ async def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed:
         for p in topic.partitions:
             if name is None:
                 partitions.append((p, FetchPartitionResult(TopicPartition("", p.partition), error=UnknownTopicIdError())))
+                continue
+            if name in denied:
+                partitions.append((p, FetchPartitionResult(TopicPartition(name, p.partition),
+                                                           error=TopicAuthorizationError())))
                 continue
             # KIP-74: the first non-empty partition may exceed the limits by one batch, later ones may not
             tp = TopicPartition(name, p.partition)
@@ -71,19 +77,26 @@ async def handle(ctx: RequestContext, request) -> dict:
     for topic in request.topics:
         name, topic_id = _topic_name(ctx, topic)
         wanted.append((topic, name, topic_id))
-    tps = [TopicPartition(views.source_of(ctx, name), p.partition) for topic, name, _ in wanted if name
-           for p in topic.partitions]
+    # followers need CLUSTER_ACTION, consumers READ on each topic (a view's READ is enough: its
+    # source's other records never reach the reader), else TOPIC_AUTHORIZATION_FAILED, as in Kafka
+    names = {name for _, name, _ in wanted if name}
+    if replica_id >= 0:
+        denied = frozenset() if cluster_allowed(ctx, Op.CLUSTER_ACTION) else frozenset(names)
+    else:
+        denied = frozenset(names - allowed_topics(ctx, Op.READ, names))
+    tps = [TopicPartition(views.source_of(ctx, name), p.partition) for topic, name, _ in wanted
+           if name and name not in denied for p in topic.partitions]
 
     deadline = trio.current_time() + max_wait_s
     while True:
-        results = await _read_all(ctx, wanted, max_bytes, read_committed, replica_id)
+        results = await _read_all(ctx, wanted, max_bytes, read_committed, replica_id, denied)
         total = sum(r.size for _, _, parts in results for _, r in parts)
         has_error = any(r.error for _, _, parts in results for _, r in parts)
         remaining = deadline - trio.current_time()
         if total >= request.min_bytes or has_error or remaining <= 0 or not tps:
             break
         if not await ctx.broker.replica_manager.wait_for_fetch_data(tps, remaining):
-            results = await _read_all(ctx, wanted, max_bytes, read_committed, replica_id)
+            results = await _read_all(ctx, wanted, max_bytes, read_committed, replica_id, denied)
             break
     if replica_id >= 0:  # the leader's replication throttle counts what followers are sent
         ctx.broker.replica_manager.record_sent_to_follower(r for _, _, parts in results for _, r in parts)

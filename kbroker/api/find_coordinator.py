@@ -8,6 +8,8 @@ transactional id's, the leader of `__transaction_state` partition
 
 from __future__ import annotations
 
+from kbroker.api.access import Op, Res
+from kbroker.api.authorization import permitted
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.group.offsets_log import OFFSETS_TOPIC
@@ -21,6 +23,10 @@ async def _coordinator(ctx: RequestContext, key: str, key_type: int) -> dict:
         return {"key": key, "error_code": ErrorCode.invalid_request, "error_message": f"Unknown key type {key_type}",
                 "node_id": -1, "host": "", "port": -1}
     broker = ctx.broker
+    if not permitted(ctx, Op.DESCRIBE, Res.GROUP if key_type == GROUP else Res.TRANSACTIONAL_ID, key):
+        code = ErrorCode.group_authorization_failed if key_type == GROUP else \
+            ErrorCode.transactional_id_authorization_failed
+        return {"key": key, "error_code": code, "error_message": None, "node_id": -1, "host": "", "port": -1}
     try:
         if key_type == GROUP:
             await broker.ensure_offsets_topic()

@@ -12,6 +12,8 @@ from typing import Any, Callable
 import trio
 
 from kbroker.api.authorization import NOT_REQUESTED, ResourceType, authorized_operations
+from kbroker.api.access import Op, Res, cluster_allowed, require_group
+from kbroker.api.authorization import permitted
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode
 from kbroker.wire.protocol import to_ms
@@ -36,6 +38,7 @@ async def _coordinator(ctx: RequestContext):
 
 
 async def join_group(ctx: RequestContext, request) -> dict:
+    require_group(ctx, Op.READ, request.group_id)
     coordinator = await _coordinator(ctx)
     session_ms = to_ms(request.session_timeout)
     rebalance_ms = to_ms(getattr(request, "rebalance_timeout", None))
@@ -61,6 +64,7 @@ async def join_group(ctx: RequestContext, request) -> dict:
 
 
 async def sync_group(ctx: RequestContext, request) -> dict:
+    require_group(ctx, Op.READ, request.group_id)
     coordinator = await _coordinator(ctx)
     assignments = {a.member_id: bytes(a.assignment) for a in request.assignments}
     result = await _await_callback(lambda respond: coordinator.sync_group(
@@ -71,12 +75,14 @@ async def sync_group(ctx: RequestContext, request) -> dict:
 
 
 async def heartbeat(ctx: RequestContext, request) -> dict:
+    require_group(ctx, Op.READ, request.group_id)
     error = (await _coordinator(ctx)).heartbeat(request.group_id, request.member_id,
                                         getattr(request, "group_instance_id", None), request.generation_id)
     return {"throttle_time": 0, "error_code": error}
 
 
 async def leave_group(ctx: RequestContext, request) -> dict:
+    require_group(ctx, Op.READ, request.group_id)
     if ctx.version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
@@ -96,6 +102,8 @@ async def list_groups(ctx: RequestContext, request) -> dict:
     error, groups = coordinator.list_groups(states or None)
     if types and "classic" not in types:
         groups = []
+    if not cluster_allowed(ctx, Op.DESCRIBE):  # Kafka: all groups with DESCRIBE on the cluster, else those allowed
+        groups = [g for g in groups if permitted(ctx, Op.DESCRIBE, Res.GROUP, g[0])]
     return {"throttle_time": 0, "error_code": error,
             "groups": [{"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": "classic"}
                        for gid, ptype, state in groups]}
@@ -106,6 +114,11 @@ async def describe_groups(ctx: RequestContext, request) -> dict:
     include_operations = getattr(request, "include_authorized_operations", False)  # v3+
     out = []
     for group_id in request.groups:
+        if not permitted(ctx, Op.DESCRIBE, Res.GROUP, group_id):
+            out.append({"error_code": ErrorCode.group_authorization_failed, "group_id": group_id, "group_state": "",
+                        "protocol_type": "", "protocol_data": "", "members": [],
+                        "authorized_operations": NOT_REQUESTED})
+            continue
         error, summary = coordinator.describe_group(group_id)
         operations = NOT_REQUESTED
         if include_operations and error == ErrorCode.none:  # Kafka: only for groups described without error
@@ -123,6 +136,9 @@ async def describe_groups(ctx: RequestContext, request) -> dict:
 
 
 async def delete_groups(ctx: RequestContext, request) -> dict:
-    results = ctx.broker.group_coordinator.delete_groups(list(request.groups_names))
+    names = list(request.groups_names)
+    allowed = [g for g in names if permitted(ctx, Op.DELETE, Res.GROUP, g)]
+    results = ctx.broker.group_coordinator.delete_groups(allowed) if allowed else {}
+    results.update({g: ErrorCode.group_authorization_failed for g in names if g not in allowed})
     return {"throttle_time": 0,
             "results": [{"group_id": gid, "error_code": code} for gid, code in results.items()]}

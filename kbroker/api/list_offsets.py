@@ -6,6 +6,7 @@ archive first (its offsets come first)."""
 
 from __future__ import annotations
 
+from kbroker.api.access import Op, require_topic
 from kbroker.api.context import RequestContext
 from kbroker.api.views import source_of
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
@@ -71,6 +72,7 @@ async def handle(ctx: RequestContext, request) -> dict:
         for p in topic.partitions:
             entry = {"partition_index": p.partition_index, "leader_epoch": -1}
             try:
+                require_topic(ctx, Op.DESCRIBE, topic.name)  # a view's own name: its readers need no more
                 partition = ctx.broker.replica_manager.get_leader_partition(TopicPartition(source_of(ctx, topic.name),
                                                                                        p.partition_index))
                 remote = ctx.broker.replica_manager.remote_storage

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kbroker.api import views
+from kbroker.api.access import Op, cluster_allowed, topic_allowed
 from kbroker.api.authorization import NOT_REQUESTED as NO_AUTHORIZED_OPERATIONS, ResourceType, authorized_operations
 from kbroker.api.context import RequestContext, listener_addresses
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
@@ -80,9 +81,11 @@ async def handle(ctx: RequestContext, request) -> dict:
         requested = None  # v0: an empty list means every topic
     allow_create = getattr(request, "allow_auto_topic_creation", True) and broker.config.get("auto.create.topics.enable")
     topics = []
-    if requested is None:
-        topics = [topic_metadata(ctx, info) for info in list(metadata.topics().values())]
-        topics += [views.view_metadata(ctx, v, topic_metadata, _error_topic) for v in list(broker.views.views().values())]
+    if requested is None:  # every topic the principal may DESCRIBE; the others are left out
+        topics = [topic_metadata(ctx, info) for info in list(metadata.topics().values())
+                  if topic_allowed(ctx, Op.DESCRIBE, info.name)]
+        topics += [views.view_metadata(ctx, v, topic_metadata, _error_topic) for v in list(broker.views.views().values())
+                   if topic_allowed(ctx, Op.DESCRIBE, v.name)]
     else:
         for wanted in requested:
             name = getattr(wanted, "name", None)
@@ -90,16 +93,27 @@ async def handle(ctx: RequestContext, request) -> dict:
             if name is None and topic_id is not None and topic_id.int != 0:
                 info = metadata.topic_by_id(topic_id)
                 view = broker.views.view_by_id(topic_id)
+                known = view.name if view is not None else info.name if info is not None else None
+                if known is not None and not topic_allowed(ctx, Op.DESCRIBE, known):  # no hint that it exists
+                    topics.append(_error_topic(None, ErrorCode.unknown_topic_id, topic_id))
+                    continue
                 if view is not None:
                     topics.append(views.view_metadata(ctx, view, topic_metadata, _error_topic))
                     continue
                 topics.append(topic_metadata(ctx, info) if info else _error_topic(None, ErrorCode.unknown_topic_id, topic_id))
+                continue
+            if not topic_allowed(ctx, Op.DESCRIBE, name):  # Kafka's answer, whether or not it exists
+                topics.append(_error_topic(name, ErrorCode.topic_authorization_failed))
                 continue
             view = broker.views.view(name)
             if view is not None:
                 topics.append(views.view_metadata(ctx, view, topic_metadata, _error_topic))
                 continue
             info = metadata.topic(name)
+            if info is None and allow_create and not (cluster_allowed(ctx, Op.CREATE)
+                                                      or topic_allowed(ctx, Op.CREATE, name)):
+                topics.append(_error_topic(name, ErrorCode.topic_authorization_failed))
+                continue
             if info is None and allow_create:
                 try:
                     info = await broker.create_topic(name)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import time
 
+from kbroker.api.access import Op, Res, allowed_topics
+from kbroker.api.authorization import permitted
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, KafkaError
 from kbroker.group.metadata import OffsetAndMetadata
@@ -30,13 +32,18 @@ def partition_exists(ctx: RequestContext, topic: str, partition: int) -> bool:
 
 def requested_offsets(ctx: RequestContext, topics, now: int, expire: int = -1
                       ) -> tuple[dict[tuple[str, int], ErrorCode], dict[tuple[str, int], OffsetAndMetadata]]:
-    """(errors, offsets) of an OffsetCommit's or TxnOffsetCommit's partitions: a partition that does
-    not exist is UNKNOWN_TOPIC_OR_PARTITION, the others' offsets are to be committed."""
+    """(errors, offsets) of an OffsetCommit's or TxnOffsetCommit's partitions: a topic the principal
+    may not READ is TOPIC_AUTHORIZATION_FAILED, a partition that does not exist
+    UNKNOWN_TOPIC_OR_PARTITION, the others' offsets are to be committed."""
     errors: dict[tuple[str, int], ErrorCode] = {}
     wanted: dict[tuple[str, int], OffsetAndMetadata] = {}
+    readable = allowed_topics(ctx, Op.READ, {t.name for t in topics})
     for topic in topics:
         for p in topic.partitions:
             tp = (topic.name, p.partition_index)
+            if topic.name not in readable:
+                errors[tp] = ErrorCode.topic_authorization_failed
+                continue
             if not partition_exists(ctx, topic.name, p.partition_index):
                 errors[tp] = ErrorCode.unknown_topic_or_partition
                 continue
@@ -46,6 +53,11 @@ def requested_offsets(ctx: RequestContext, topics, now: int, expire: int = -1
 
 
 async def offset_commit(ctx: RequestContext, request) -> dict:
+    if not permitted(ctx, Op.READ, Res.GROUP, request.group_id):  # Kafka: every partition gets the error
+        return {"throttle_time": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                             "error_code": ErrorCode.group_authorization_failed}
+                                            for p in t.partitions]} for t in request.topics]}
     coordinator = (await ctx.broker.group_coordinator_for_request())
     now = time.time_ns() // 1_000_000
     retention = to_ms(getattr(request, "retention_time", None))  # v2-v4 only; kio decodes it as a timedelta
@@ -87,11 +99,21 @@ async def wait_for_commit_replication(ctx: RequestContext, coordinator, group_id
 
 async def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool
                        ) -> tuple[ErrorCode, list[dict]]:
+    if not permitted(ctx, Op.DESCRIBE, Res.GROUP, group_id):
+        return ErrorCode.group_authorization_failed, []
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     coordinator = await ctx.broker.group_coordinator_for_request()
     error, found = coordinator.fetch_offsets(group_id, wanted)
     if error != ErrorCode.none:
         return error, []
+    # topics the principal may not DESCRIBE: named ones answer TOPIC_AUTHORIZATION_FAILED, and a
+    # fetch of every committed offset leaves them out (a view's reader never sees its source's)
+    described = allowed_topics(ctx, Op.DESCRIBE, {t for t, _ in found} | {t.name for t in topics or ()})
+    denied = {tp for tp in found if tp[0] not in described}
+    for tp in denied:
+        del found[tp]
+    if topics is not None:
+        denied = {(t.name, p) for t in topics for p in t.partition_indexes if t.name not in described}
     unstable = coordinator.unstable_offsets(group_id, found) if require_stable else set()
     by_topic: dict[str, list[dict]] = {}
     for (topic, partition), om in sorted(found.items()):
@@ -104,6 +126,11 @@ async def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stabl
             "metadata": om.metadata if om else "",
             "error_code": ErrorCode.unstable_offset_commit if (topic, partition) in unstable else ErrorCode.none,
         })
+    if topics is not None:
+        for topic, partition in sorted(denied):
+            by_topic.setdefault(topic, []).append({
+                "partition_index": partition, "committed_offset": INVALID_OFFSET, "committed_leader_epoch": -1,
+                "metadata": "", "error_code": ErrorCode.topic_authorization_failed})
     if topics is not None:  # answer in the order asked
         order = {t.name: i for i, t in enumerate(topics)}
         return ErrorCode.none, [{"name": name, "partitions": by_topic[name]}
@@ -129,14 +156,18 @@ async def offset_fetch(ctx: RequestContext, request) -> dict:
 
 
 async def offset_delete(ctx: RequestContext, request) -> dict:
-    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    if not permitted(ctx, Op.DELETE, Res.GROUP, request.group_id):
+        return {"error_code": ErrorCode.group_authorization_failed, "throttle_time": 0, "topics": []}
+    readable = allowed_topics(ctx, Op.READ, {t.name for t in request.topics})
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions if t.name in readable]
     error, results = (await ctx.broker.group_coordinator_for_request()).delete_offsets(request.group_id, partitions)
     topics = []
     if error == ErrorCode.none:
         for t in request.topics:
             topics.append({"name": t.name, "partitions": [
                 {"partition_index": p.partition_index,
-                 "error_code": results.get((t.name, p.partition_index), ErrorCode.unknown_topic_or_partition)
+                 "error_code": ErrorCode.topic_authorization_failed if t.name not in readable else
+                 results.get((t.name, p.partition_index), ErrorCode.unknown_topic_or_partition)
                  if partition_exists(ctx, t.name, p.partition_index) else ErrorCode.unknown_topic_or_partition}
                 for p in t.partitions]})
     return {"error_code": error, "throttle_time": 0, "topics": topics}

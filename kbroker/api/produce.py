@@ -12,6 +12,7 @@ import logging
 
 import trio
 
+from kbroker.api.access import Op, cluster_allowed, require_topic, require_transactional_id
 from kbroker.api.context import Deferred, RequestContext
 from kbroker.api.leaders import add_current_leaders
 from kbroker.api.produce_delayed import append_to_delay_log, append_with_delays
@@ -44,15 +45,22 @@ def _error(index: int, exc: KafkaError) -> dict:
 
 
 async def produce_partition(ctx: RequestContext, topic: str, index: int, records, acks: int,
-                            waits: list | None = None) -> dict:
+                            waits: list | None = None, denied: KafkaError | None = None) -> dict:
     rm = ctx.broker.replica_manager
     try:
+        if denied is not None:  # the request's transactional id is not the principal's to write
+            raise denied
         if acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"Invalid required acks {acks}")
         if topic in INTERNAL_TOPICS:
-            if topic == DELAYED_TOPIC and ctx.header.client_id == ADMIN_CLIENT_ID:
+            # a broker's delivery into the delay log (its principal holds CLUSTER_ACTION); anyone else
+            # naming itself after it is refused like any client writing an internal topic
+            if (topic == DELAYED_TOPIC and ctx.header.client_id == ADMIN_CLIENT_ID
+                    and cluster_allowed(ctx, Op.CLUSTER_ACTION)):
                 return await append_to_delay_log(ctx, index, records)
+            require_topic(ctx, Op.WRITE, topic)
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
+        require_topic(ctx, Op.WRITE, topic)
         refuse_produce(ctx, topic)
         partition = rm.get_leader_partition(TopicPartition(topic, index))
         if ctx.version < 3 and legacy.is_legacy_message_set(records):
@@ -89,8 +97,15 @@ async def handle(ctx: RequestContext, request) -> dict | None:
     acks = request.acks
     responses = []
     waits: list | None = [] if acks == -1 and ctx.broker.cluster else None
+    denied = None
+    transactional_id = getattr(request, "transactional_id", None)
+    if transactional_id is not None:
+        try:
+            require_transactional_id(ctx, Op.WRITE, transactional_id)
+        except KafkaError as exc:
+            denied = exc
     for topic in request.topic_data:
-        partitions = [await produce_partition(ctx, topic.name, p.index, p.records, acks, waits)
+        partitions = [await produce_partition(ctx, topic.name, p.index, p.records, acks, waits, denied)
                       for p in topic.partition_data]
         responses.append({"name": topic.name, "partition_responses": partitions})
     if acks == 0:

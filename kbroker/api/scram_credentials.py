@@ -20,6 +20,7 @@ import logging
 from collections import Counter
 from typing import Any
 
+from kbroker.api.access import Op, cluster_allowed
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.security.credentials import (
@@ -105,6 +106,10 @@ def _illegal(name: str, mechanism: int, iterations: int | None) -> tuple[ErrorCo
 async def alter_user_scram_credentials(ctx: RequestContext, request) -> dict:
     store = ctx.broker.metadata
     deletions, upsertions = list(request.deletions), list(request.upsertions)
+    if not cluster_allowed(ctx, Op.ALTER):  # Kafka: ALTER on the cluster, else every user refused
+        users = dict.fromkeys(a.name for a in [*deletions, *upsertions])
+        return {"throttle_time": 0, "results": [{"user": u, "error_code": ErrorCode.cluster_authorization_failed,
+                                                 "error_message": None} for u in users]}
     # users refused outright: deletions' reasons first, an upsertion's reason wins (Kafka's map order)
     illegal: dict[str, tuple[ErrorCode, str]] = {}
     for d in deletions:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kbroker.api.access import Op, cluster_allowed, require_topic, topic_allowed
 from kbroker.api.context import RequestContext
 from kbroker.api.views import describe_view_config
 from kbroker.metadata.views import ViewInfo
@@ -13,6 +14,7 @@ from kbroker.errors import (
     InvalidPartitionsError,
     InvalidRequestError,
     KafkaError,
+    TopicAuthorizationError,
     UnknownTopicIdError,
     error_code_of,
 )
@@ -32,6 +34,11 @@ async def create_topics(ctx: RequestContext, request) -> dict:
                     continue
                 raise InvalidRequestError(f"Create topics request from client contains multiple entries for topic {topic.name}")
             seen.add(topic.name)
+            if not (cluster_allowed(ctx, Op.CREATE) or topic_allowed(ctx, Op.CREATE, topic.name)):
+                raise TopicAuthorizationError(f"Authorization failed: CREATE on topic {topic.name}")
+            configs = {c.name: c.value for c in topic.configs}
+            if is_view_request(configs):  # a view shows its source's records: only to those who may READ them
+                require_topic(ctx, Op.READ, view_spec(configs).source)
             assignment = [list(a.broker_ids) for a in sorted(topic.assignments, key=lambda a: a.partition_index)] or None
             if assignment and (topic.num_partitions != -1 or topic.replication_factor != -1):
                 raise InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set.")
@@ -40,7 +47,7 @@ async def create_topics(ctx: RequestContext, request) -> dict:
                 num_partitions=None if topic.num_partitions == -1 else topic.num_partitions,
                 replication_factor=None if topic.replication_factor == -1 else topic.replication_factor,
                 assignment=assignment,
-                configs={c.name: c.value for c in topic.configs},
+                configs=configs,
                 validate_only=request.validate_only,
                 wait_s=max(to_ms(request.timeout), 0) / 1000,
             )
@@ -51,6 +58,8 @@ async def create_topics(ctx: RequestContext, request) -> dict:
                           configs=[{"name": e.name, "value": e.value, "read_only": e.read_only,
                                     "config_source": e.source, "is_sensitive": e.sensitive}
                                    for e in entries])
+            if not topic_allowed(ctx, Op.DESCRIBE_CONFIGS, info.name):  # Kafka: created, configs withheld
+                result.update(configs=None, topic_config_error_code=ErrorCode.topic_authorization_failed)
         except KafkaError as exc:
             result.update(error_code=error_code_of(exc), error_message=str(exc))
         results.append(result)
@@ -70,6 +79,7 @@ async def delete_topics(ctx: RequestContext, request) -> dict:
                 if info is None:
                     raise UnknownTopicIdError(f"Topic id {topic_id} does not exist.")
                 name = entry["name"] = info.name
+            require_topic(ctx, Op.DELETE, name)
             info = await broker.delete_topic(name)
             entry["topic_id"] = info.topic_id
         except KafkaError as exc:
@@ -84,6 +94,7 @@ async def create_partitions(ctx: RequestContext, request) -> dict:
     for topic in request.topics:
         entry = {"name": topic.name, "error_code": ErrorCode.none, "error_message": None}
         try:
+            require_topic(ctx, Op.ALTER, topic.name)
             assignment = [list(a.broker_ids) for a in topic.assignments] if topic.assignments is not None else None
             info = broker.metadata.topic(topic.name)
             if info is not None and assignment is not None and len(assignment) != topic.count - info.num_partitions:

@@ -4,6 +4,8 @@ and kafka-transactions.sh use these)."""
 
 from __future__ import annotations
 
+from kbroker.api.access import Op, Res
+from kbroker.api.authorization import permitted
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode
 from kbroker.txn.state import TransactionState
@@ -16,6 +18,8 @@ async def describe_transactions(ctx: RequestContext, request) -> dict:
     states = []
     for transactional_id in request.transactional_ids:
         error, md = coordinator.describe(transactional_id)
+        if not permitted(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, transactional_id):
+            error, md = ErrorCode.transactional_id_authorization_failed, None
         if md is None:
             states.append({"error_code": error, "transactional_id": transactional_id, "transaction_state": "",
                            "transaction_timeout_ms": 0, "transaction_start_time_ms": -1,
@@ -57,6 +61,8 @@ async def list_transactions(ctx: RequestContext, request) -> dict:
         # Kafka's test, literally: an id that never began a transaction (start -1) always passes it
         if min_duration >= 0 and now - md.txn_start_timestamp <= min_duration:
             continue
+        if not permitted(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, md.transactional_id):
+            continue  # Kafka lists only the ids the principal may describe
         listed.append({"transactional_id": md.transactional_id, "producer_id": md.producer_id,
                        "transaction_state": md.state.state_name})
     listed.sort(key=lambda t: t["transactional_id"])

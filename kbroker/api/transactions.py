@@ -8,8 +8,18 @@ PRODUCER_FENCED becomes INVALID_PRODUCER_EPOCH for versions too old to know it, 
 
 from __future__ import annotations
 
+from kbroker.api.access import (
+    Op,
+    Res,
+    allowed_topics,
+    cluster_allowed,
+    require_cluster,
+    require_group,
+    require_transactional_id,
+)
+from kbroker.api.authorization import permitted, permitted_any
 from kbroker.api.context import RequestContext
-from kbroker.errors import ErrorCode
+from kbroker.errors import ClusterAuthorizationError, ErrorCode
 from kbroker.replica.txn_markers import MarkerWrite
 from kbroker.txn.coordinator_rules import error_for_version
 from kbroker.wire.protocol import to_ms
@@ -24,6 +34,10 @@ def _for_version(ctx: RequestContext, api_key: int, error: ErrorCode) -> ErrorCo
 async def init_producer_id(ctx: RequestContext, request) -> dict:
     broker = ctx.broker
     transactional_id = request.transactional_id
+    if transactional_id is not None:
+        require_transactional_id(ctx, Op.WRITE, transactional_id)
+    elif not (cluster_allowed(ctx, Op.IDEMPOTENT_WRITE) or permitted_any(ctx, Op.WRITE, Res.TOPIC)):
+        raise ClusterAuthorizationError("Cluster authorization failed: IDEMPOTENT_WRITE, or WRITE on some topic")
     if transactional_id is None:
         # an idempotent producer (even one bumping its epoch, KIP-360) gets a fresh id, epoch 0, as Kafka
         producer_id = await broker.producer_ids.next_id()
@@ -58,6 +72,12 @@ async def _add_partitions(ctx: RequestContext, transactional_id: str, producer_i
                           topics, verify_only: bool) -> dict[tuple[str, int], ErrorCode]:
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     coordinator = ctx.broker.txn_coordinator
+    if not permitted(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, transactional_id):
+        return dict.fromkeys(wanted, ErrorCode.transactional_id_authorization_failed)
+    writable = allowed_topics(ctx, Op.WRITE, {t.name for t in topics})
+    if len(writable) < len({t.name for t in topics}):  # Kafka adds none of them then
+        return {tp: ErrorCode.operation_not_attempted if tp[0] in writable else ErrorCode.topic_authorization_failed
+                for tp in wanted}
     if verify_only:
         return coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
     unknown = _unknown_partitions(ctx, topics)
@@ -74,6 +94,7 @@ async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
         codes = await _add_partitions(ctx, request.v3_and_below_transactional_id, request.v3_and_below_producer_id,
                                       request.v3_and_below_producer_epoch, topics, verify_only=False)
         return {"throttle_time": 0, "results_by_topic_v3_and_below": _topic_results(topics, codes)}
+    require_cluster(ctx, Op.CLUSTER_ACTION)  # v4+ is the brokers' own (verification) form
     results = []
     for txn in request.transactions:
         codes = await _add_partitions(ctx, txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.topics,
@@ -83,18 +104,26 @@ async def add_partitions_to_txn(ctx: RequestContext, request) -> dict:
 
 
 async def add_offsets_to_txn(ctx: RequestContext, request) -> dict:
+    require_transactional_id(ctx, Op.WRITE, request.transactional_id)
+    require_group(ctx, Op.READ, request.group_id)
     error = await ctx.broker.txn_coordinator.add_offsets(request.transactional_id, request.producer_id,
                                                          request.producer_epoch, request.group_id)
     return {"throttle_time": 0, "error_code": _for_version(ctx, ADD_OFFSETS_TO_TXN, error)}
 
 
 async def end_txn(ctx: RequestContext, request) -> dict:
+    require_transactional_id(ctx, Op.WRITE, request.transactional_id)
     error = await ctx.broker.txn_coordinator.end_txn(request.transactional_id, request.producer_id,
                                                      request.producer_epoch, request.committed)
     return {"throttle_time": 0, "error_code": _for_version(ctx, END_TXN, error)}
 
 
 async def write_txn_markers(ctx: RequestContext, request) -> dict:
+    if not cluster_allowed(ctx, Op.CLUSTER_ACTION):  # a coordinator's request: brokers only
+        return {"markers": [{"producer_id": m.producer_id, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p, "error_code": ErrorCode.cluster_authorization_failed}
+                                            for p in t.partition_indexes]} for t in m.topics]}
+            for m in request.markers]}
     writes = [MarkerWrite(m.producer_id, m.producer_epoch, m.coordinator_epoch, m.transaction_result,
                           tuple((t.name, p) for t in m.topics for p in t.partition_indexes))
               for m in request.markers]

@@ -12,12 +12,24 @@ from __future__ import annotations
 
 import time
 
+from kbroker.api.access import Op, Res
+from kbroker.api.authorization import permitted
 from kbroker.api.context import RequestContext
 from kbroker.api.offsets import requested_offsets, wait_for_commit_replication
 from kbroker.errors import ErrorCode
 
 
 async def handle(ctx: RequestContext, request) -> dict:
+    # Kafka: WRITE on the transactional id, READ on the group (each failing every partition), READ on topics
+    denied = None
+    if not permitted(ctx, Op.WRITE, Res.TRANSACTIONAL_ID, request.transactional_id):
+        denied = ErrorCode.transactional_id_authorization_failed
+    elif not permitted(ctx, Op.READ, Res.GROUP, request.group_id):
+        denied = ErrorCode.group_authorization_failed
+    if denied is not None:
+        return {"throttle_time": 0, "topics": [
+            {"name": t.name, "partitions": [{"partition_index": p.partition_index, "error_code": denied}
+                                            for p in t.partitions]} for t in request.topics]}
     coordinator = await ctx.broker.group_coordinator_for_request()
     now = time.time_ns() // 1_000_000
     errors, wanted = requested_offsets(ctx, request.topics, now)

@@ -253,8 +253,9 @@ def _planned_offsets(values: list[str]) -> dict[tuple[str, int], int]:
     return out
 
 
-def create_app(bootstrap: str, refresh_s: float = 5.0, timeout: float = 10.0) -> Starlette:
-    backend = ConsoleBackend(bootstrap, timeout)
+def create_app(bootstrap: str, refresh_s: float = 5.0, timeout: float = 10.0, security: Any = None) -> Starlette:
+    """`security`: the brokers' TLS and SASL (kbroker.admin.security.ClientSecurity), or None."""
+    backend = ConsoleBackend(bootstrap, timeout, security)
     console = ConsoleApp(backend, refresh_s)
     routes = []
     for prefix in ("", "/_live"):

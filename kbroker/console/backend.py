@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from contextlib import contextmanager
-from typing import Iterator, NamedTuple
+from typing import Any, Iterator, NamedTuple
 
 from kbroker.admin.client import (EARLIEST, LATEST, AdminClient, AdminError, Broker, ClusterDescription,
                                   ConfigValue, CreatedTopic, KafkaErrorResponse, TopicState)
@@ -31,9 +31,9 @@ class ClientPool:
     """Idle admin clients for the worker threads; a client whose connection failed is closed, not
     reused (a broker's error answer leaves it usable)."""
 
-    def __init__(self, bootstrap: str, timeout: float, size: int = POOL_SIZE) -> None:
+    def __init__(self, bootstrap: str, timeout: float, size: int = POOL_SIZE, security: Any = None) -> None:
         AdminClient(bootstrap, timeout).close()  # the bootstrap list is checked now, not at the first page
-        self.bootstrap, self.timeout, self.size = bootstrap, timeout, size
+        self.bootstrap, self.timeout, self.size, self.security = bootstrap, timeout, size, security
         self._idle: list[AdminClient] = []
         self._lock = threading.Lock()
 
@@ -41,7 +41,7 @@ class ClientPool:
     def client(self) -> Iterator[AdminClient]:
         with self._lock:
             client = self._idle.pop() if self._idle else None
-        client = client or AdminClient(self.bootstrap, self.timeout)
+        client = client or AdminClient(self.bootstrap, self.timeout, self.security)
         healthy = False
         try:
             yield client
@@ -101,9 +101,9 @@ class GroupDetail(NamedTuple):
 
 
 class ConsoleBackend:
-    def __init__(self, bootstrap: str, timeout: float) -> None:
+    def __init__(self, bootstrap: str, timeout: float, security: Any = None) -> None:
         self.bootstrap = bootstrap
-        self.pool = ClientPool(bootstrap, timeout)
+        self.pool = ClientPool(bootstrap, timeout, security=security)
 
     def close(self) -> None:
         self.pool.close()
@@ -114,7 +114,7 @@ class ConsoleBackend:
         with self.pool.client() as client:
             cluster = client.describe_cluster()
             _brokers, topics = client.describe_topics(None)
-        sizes = partition_sizes(cluster.brokers, {b: None for b in cluster.brokers})
+        sizes = partition_sizes(cluster.brokers, {b: None for b in cluster.brokers}, security=self.pool.security)
         parts = [p for t in topics for p in t.partitions]
         return Overview(cluster, broker_rows(cluster, topics, sizes), len(topics), len(parts),
                         sum(len(p.isr) < len(p.replicas) for p in parts), sum(p.leader < 0 for p in parts))
@@ -125,7 +125,7 @@ class ConsoleBackend:
             tps = [(t.name, p.partition) for t in topics for p in t.partitions]
             log_start = client.list_offsets(tps, EARLIEST, strict=False)
             log_end = client.list_offsets(tps, LATEST, strict=False)
-        sizes = partition_sizes(brokers, {b: None for b in brokers})
+        sizes = partition_sizes(brokers, {b: None for b in brokers}, security=self.pool.security)
         return topic_rows(topics, log_start, log_end, sizes)
 
     def topic(self, name: str) -> TopicDetail:
@@ -137,7 +137,7 @@ class ConsoleBackend:
             configs = client.describe_topic_configs([name]).get(name, [])
         hosting = {r for p in topic.partitions for r in p.replicas if r in brokers}
         sizes = partition_sizes(brokers, {b: [(name, p.partition) for p in topic.partitions if b in p.replicas]
-                                          for b in hosting})
+                                          for b in hosting}, security=self.pool.security)
         return TopicDetail(topic, partition_rows(topic, log_start, log_end, sizes),
                            sorted(configs, key=lambda c: c.name), brokers)
 

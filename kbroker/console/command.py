@@ -1,5 +1,6 @@
-"""`kbroker console --bootstrap-server HOST:PORT [--port 8080]`: the web console, served by
-uvicorn. The web stack is imported only when the console runs, so other commands do not load it."""
+"""`kbroker console --bootstrap-server HOST:PORT [--port 8080] [--command-config client.properties]`:
+the web console, served by uvicorn (--command-config: a secured listener's client keys, as the
+other commands take them). The web stack is imported only when the console runs, so other commands do not load it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 from typing import Any
 
 from kbroker.admin.client import AdminError
+from kbroker.admin.security import add_command_config_argument, security_of
 
 
 def add_console_command(sub: Any) -> None:
@@ -22,6 +24,7 @@ def add_console_command(sub: Any) -> None:
                          help="how often pages refresh their live part (default 5)")
     console.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                          help="connect/read timeout for broker requests (default 10)")
+    add_command_config_argument(console)
 
 
 def run_console(args: argparse.Namespace) -> int:
@@ -33,7 +36,7 @@ def run_console(args: argparse.Namespace) -> int:
         print("kbroker console: --port must be 0-65535, --refresh at least 0.5, --timeout positive", file=sys.stderr)
         return 2
     try:
-        app = create_app(args.bootstrap_server, args.refresh, args.timeout)
+        app = create_app(args.bootstrap_server, args.refresh, args.timeout, security_of(args))
     except AdminError as exc:
         print(f"kbroker console: {exc}", file=sys.stderr)
         return 2
