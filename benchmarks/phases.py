@@ -35,12 +35,15 @@ class Scale:
     delayed_max_ms: int = 30_000
     fixture_starts: int = 10
     tiered_mb: int = 128
+    security_messages: int = 1_000_000  # per listener in the security phase (the issue's Kafka workload)
+    auth_seconds: float = 5.0           # per authentication run of the security phase
 
     @classmethod
     def quick(cls) -> "Scale":
         return cls(messages=20_000, e2e_messages=2_000, latency_messages=1_000, meta_topics=10,
                    meta_partitions=100, metadata_repeats=3, restarts=1, connections=200, requests=500, cluster_topics=6,
-                   delayed_messages=1_000, delayed_max_ms=5_000, fixture_starts=3, tiered_mb=16)
+                   delayed_messages=1_000, delayed_max_ms=5_000, fixture_starts=3, tiered_mb=16,
+                   security_messages=20_000, auth_seconds=1.0)
 
 
 @dataclass
@@ -545,6 +548,14 @@ def phase_metrics(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_security(ctx: Ctx) -> list[dict]:
+    """TLS and SASL on a broker of its own: produce/consume over PLAINTEXT, SSL and SASL_SSL, SCRAM
+    logins per second, the produce path of an authenticated connection (benchmarks/security.py)."""
+    from benchmarks.security import phase_security as run
+
+    return run(ctx)
+
+
 PHASES = {
     "produce": phase_produce,
     "consume": phase_consume,
@@ -561,10 +572,11 @@ PHASES = {
     "tiered": phase_tiered,
     "fixture": phase_fixture,
     "metrics": phase_metrics,
+    "security": phase_security,
     "cluster": phase_cluster,
     "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,
 }
-REPEATABLE = {"produce", "metrics", "consume", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k"}
+REPEATABLE = {"produce", "metrics", "consume", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security"}
 # left out of --quick and of runs against --bootstrap unless named in --only
-OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics"}
+OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics", "security"}

@@ -19,6 +19,9 @@
 //   consume <bootstrap> <topic> <n> <timeout_ms> <seek> [group.id]
 //       seek: "beginning" (all partitions) or "p:off,p:off" (only those partitions)
 //       stdout: "REC <partition> <offset> <timestamp> <key> <value> <headers>" then "DONE <n>"
+//   group-consume <bootstrap> <topic> <group> <n> <timeout_ms>
+//       a consumer-group member (compat-tests/securitykit.py): subscribe from the earliest offset,
+//       poll until n records (or the timeout), commitSync, close (LeaveGroup); the same REC / DONE lines
 //   admin <bootstrap> create <topic> <partitions>      -> "CREATED <topic>"
 //   admin <bootstrap> describe <topic>                 -> "PARTITION <p> <leader> <replicas,>"
 //   admin <bootstrap> offsets <topic> <spec>...        -> "OFFSET <spec> <p> <offset> <timestamp>"
@@ -86,6 +89,10 @@
 //       consumer's own endOffsets at its isolation level, taken before the first poll).
 //
 // Any failure: "ERROR <class>: <message>" on stdout and exit status 1.
+//
+// KBROKER_CLIENT_PROPERTIES=<file>: every client made through common() also gets the properties of
+// that file (java.util.Properties format), e.g. security.protocol, sasl.mechanism, sasl.jaas.config,
+// ssl.truststore.*, ssl.keystore.* (compat-tests/securitykit.py); they win over common()'s defaults.
 
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
@@ -161,6 +168,9 @@ public final class KbrokerHarness {
                             args.length > 6 ? args[6] : null);
                     break;
                 case "admin": admin(args); break;
+                case "group-consume":
+                    groupConsume(args[1], args[2], args[3], Integer.parseInt(args[4]), Long.parseLong(args[5]));
+                    break;
                 case "spark": spark(args[1], args[2], Long.parseLong(args[3])); break;
                 case "acked-producer":
                     ackedProducer(args[1], args[2], Long.parseLong(args[3]), Long.parseLong(args[4]));
@@ -220,6 +230,17 @@ public final class KbrokerHarness {
         p.put("request.timeout.ms", "15000");
         p.put("default.api.timeout.ms", "30000");
         p.put("reconnect.backoff.max.ms", "1000");
+        String extra = System.getenv("KBROKER_CLIENT_PROPERTIES");
+        if (extra != null && !extra.isEmpty()) {
+            Properties more = new Properties();
+            try (java.io.Reader r = java.nio.file.Files.newBufferedReader(java.nio.file.Paths.get(extra),
+                    StandardCharsets.UTF_8)) {
+                more.load(r);
+            } catch (java.io.IOException e) {
+                throw new java.io.UncheckedIOException("KBROKER_CLIENT_PROPERTIES=" + extra, e);
+            }
+            p.putAll(more);
+        }
         return p;
     }
 
@@ -312,6 +333,27 @@ public final class KbrokerHarness {
                     got++;
                 }
             }
+        }
+        System.out.println("DONE " + got);
+    }
+
+    static void groupConsume(String bootstrap, String topic, String group, int n, long timeoutMs) {
+        Properties p = common(bootstrap);
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        int got = 0;
+        try (KafkaConsumer<byte[], byte[]> c =
+                     new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer())) {
+            c.subscribe(Collections.singletonList(topic));
+            long deadline = System.currentTimeMillis() + timeoutMs;
+            while (got < n && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(500))) {
+                    System.out.println(rec(r));
+                    got++;
+                }
+            }
+            c.commitSync(Duration.ofSeconds(CALL_TIMEOUT_S));
         }
         System.out.println("DONE " + got);
     }

@@ -53,10 +53,11 @@ async def produce_partition(ctx: RequestContext, topic: str, index: int, records
         if acks not in (-1, 0, 1):
             raise InvalidRequiredAcksError(f"Invalid required acks {acks}")
         if topic in INTERNAL_TOPICS:
-            # a broker's delivery into the delay log (its principal holds CLUSTER_ACTION); anyone else
-            # naming itself after it is refused like any client writing an internal topic
+            # the delay log takes a broker's forwarded schedules (CLUSTER_ACTION) and `kbroker delayed
+            # cancel`'s tombstones (ALTER on the cluster); anyone else naming itself after them is
+            # refused like any client writing an internal topic
             if (topic == DELAYED_TOPIC and ctx.header.client_id == ADMIN_CLIENT_ID
-                    and cluster_allowed(ctx, Op.CLUSTER_ACTION)):
+                    and (cluster_allowed(ctx, Op.CLUSTER_ACTION) or cluster_allowed(ctx, Op.ALTER))):
                 return await append_to_delay_log(ctx, index, records)
             require_topic(ctx, Op.WRITE, topic)
             raise InvalidTopicError(f"Cannot append to internal topic {topic}")
