@@ -107,9 +107,13 @@ def _load_chain(ctx: ssl.SSLContext, chain: bytes, key: bytes, password: bytes |
         cert_path, key_path = Path(tmp) / "chain.pem", Path(tmp) / "key.pem"
         cert_path.write_bytes(chain)
         key_path.write_bytes(key)
+        if not password and (b"ENCRYPTED PRIVATE KEY" in key or b"Proc-Type: 4,ENCRYPTED" in key):
+            raise StartupError(f"{what}: SSL PEM key store is specified, but key password is not specified "
+                               f"(ssl.key.password)")
         try:
-            ctx.load_cert_chain(cert_path, key_path, password=password or None)
-        except (ssl.SSLError, ValueError) as exc:
+            # a callable, never None: OpenSSL would otherwise ask for a pass phrase on the terminal
+            ctx.load_cert_chain(cert_path, key_path, password=(lambda: password or b""))
+        except (ssl.SSLError, ValueError, OSError) as exc:
             raise StartupError(f"{what}: the keystore's certificate and key do not load: {exc} "
                                f"(is ssl.key.password right?)") from None
 

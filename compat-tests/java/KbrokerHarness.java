@@ -55,6 +55,14 @@
 //       "totalBytes":..,"usableBytes":..,"replicas":[{"topic":..,"partition":..,"size":..,"offsetLag":..,
 //       "isFuture":..},..]}; then describeReplicaLogDirs of those partitions on that broker, a line each:
 //       {"call":"replica-log-dirs","partition":p,"current":dir|null,"currentLag":..,"future":dir|null,"futureLag":..}
+//   admin <bootstrap> alter-quotas <entity> <validate|apply> set:K=V | delete:K ...
+//       alterClientQuotas of one entity, "user=alice", "client-id=app", "user=alice,client-id=app",
+//       a name <default> for the default entity; {"call":"alter-quotas","result":"ok"} or
+//       {"call":"alter-quotas","error":"<exception class>","message":".."} (exit status 0)
+//   admin <bootstrap> describe-quotas <strict|loose> [type=name|type=<default>|type=* ...]
+//       describeClientQuotas with those filter components (exact, default, any name); a line per
+//       entity: {"entity":{"user":"alice"|null,..},"quotas":{"producer_byte_rate":1024.0,..}}, or
+//       {"call":"describe-quotas","error":"<exception class>","message":".."}
 //   admin <bootstrap> alter-log-dir <broker> <topic> <p> <dir>
 //       alterReplicaLogDirs({(topic, p, broker): dir}); {"call":"alter-log-dir","result":"ok"} or
 //       {"call":"alter-log-dir","error":"<exception class>","message":".."} (exit status 0)
@@ -530,9 +538,72 @@ public final class KbrokerHarness {
                     }
                     break;
                 }
+                case "alter-quotas": alterQuotas(admin, args); break;
+                case "describe-quotas": describeQuotas(admin, args); break;
                 default:
                     throw new IllegalArgumentException("unknown admin call " + args[2]);
             }
+        }
+    }
+
+    static Map<String, String> quotaEntity(String spec) {
+        Map<String, String> entity = new HashMap<>();
+        for (String part : spec.split(",")) {
+            String[] kv = part.split("=", 2);
+            entity.put(kv[0], "<default>".equals(kv[1]) ? null : kv[1]);
+        }
+        return entity;
+    }
+
+    static void alterQuotas(Admin admin, String[] args) throws Exception {
+        List<org.apache.kafka.common.quota.ClientQuotaAlteration.Op> ops = new ArrayList<>();
+        for (int i = 5; i < args.length; i++) {
+            String[] kind = args[i].split(":", 2);
+            String[] kv = kind[1].split("=", 2);
+            ops.add(new org.apache.kafka.common.quota.ClientQuotaAlteration.Op(kv[0],
+                    "set".equals(kind[0]) ? Double.valueOf(kv[1]) : null));
+        }
+        org.apache.kafka.common.quota.ClientQuotaAlteration alteration = new org.apache.kafka.common.quota.ClientQuotaAlteration(
+                new org.apache.kafka.common.quota.ClientQuotaEntity(quotaEntity(args[3])), ops);
+        try {
+            admin.alterClientQuotas(Collections.singletonList(alteration),
+                    new org.apache.kafka.clients.admin.AlterClientQuotasOptions().validateOnly("validate".equals(args[4])))
+                    .all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+            emit("{\"call\":\"alter-quotas\",\"result\":\"ok\"}");
+        } catch (ExecutionException e) {  // the broker's answer, not a harness failure
+            emit("{\"call\":\"alter-quotas\",\"error\":" + jsonString(e.getCause().getClass().getSimpleName())
+                    + ",\"message\":" + jsonString(String.valueOf(e.getCause().getMessage())) + "}");
+        }
+    }
+
+    static void describeQuotas(Admin admin, String[] args) throws Exception {
+        List<org.apache.kafka.common.quota.ClientQuotaFilterComponent> components = new ArrayList<>();
+        for (int i = 4; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            components.add("*".equals(kv[1]) ? org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntityType(kv[0])
+                    : "<default>".equals(kv[1]) ? org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofDefaultEntity(kv[0])
+                    : org.apache.kafka.common.quota.ClientQuotaFilterComponent.ofEntity(kv[0], kv[1]));
+        }
+        org.apache.kafka.common.quota.ClientQuotaFilter filter = "strict".equals(args[3])
+                ? org.apache.kafka.common.quota.ClientQuotaFilter.containsOnly(components)
+                : org.apache.kafka.common.quota.ClientQuotaFilter.contains(components);
+        Map<org.apache.kafka.common.quota.ClientQuotaEntity, Map<String, Double>> found;
+        try {
+            found = admin.describeClientQuotas(filter).entities().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+        } catch (ExecutionException e) {
+            emit("{\"call\":\"describe-quotas\",\"error\":" + jsonString(e.getCause().getClass().getSimpleName())
+                    + ",\"message\":" + jsonString(String.valueOf(e.getCause().getMessage())) + "}");
+            return;
+        }
+        for (Map.Entry<org.apache.kafka.common.quota.ClientQuotaEntity, Map<String, Double>> e : found.entrySet()) {
+            StringBuilder entity = new StringBuilder();
+            for (Map.Entry<String, String> part : new TreeMap<>(e.getKey().entries()).entrySet())
+                entity.append(entity.length() > 0 ? "," : "").append(jsonString(part.getKey())).append(":")
+                        .append(part.getValue() == null ? "null" : jsonString(part.getValue()));
+            StringBuilder quotas = new StringBuilder();
+            for (Map.Entry<String, Double> q : new TreeMap<>(e.getValue()).entrySet())
+                quotas.append(quotas.length() > 0 ? "," : "").append(jsonString(q.getKey())).append(":").append(q.getValue());
+            emit("{\"entity\":{" + entity + "},\"quotas\":{" + quotas + "}}");
         }
     }
 

@@ -25,6 +25,7 @@ from kbroker.broker import Broker, startup_phase
 from kbroker.config import BrokerConfig
 from kbroker.errors import InvalidConfigError, StartupError
 from kbroker.log.dir_lock import LogDirLock
+from kbroker.quota.connections import ConnectionLimits, parse_overrides
 from kbroker.security.session import ConnectionSession, Phase
 from kbroker.server import client_security, listeners as listener_security
 from kbroker.server.listeners import ListenerSecurity
@@ -132,17 +133,41 @@ MAX_DEFERRED = 16  # answers a connection may owe before it stops reading (acks=
 
 
 class _Connection:
-    __slots__ = ("scope", "handling", "owed", "to_writer")
+    __slots__ = ("scope", "handling", "owed", "to_writer", "muted_until")
 
     def __init__(self) -> None:
         self.scope = trio.CancelScope()
         self.handling = False
         self.owed = 0  # answers queued for the writer task, not yet sent
         self.to_writer: trio.MemorySendChannel | None = None
+        self.muted_until = 0.0  # trio time before which no request is read (a client quota's throttle)
 
     @property
     def busy(self) -> bool:
         return self.handling or self.owed > 0
+
+    def mute(self, throttle_ms: int) -> None:
+        """KIP-219: a throttled client's next requests are not read for `throttle_ms`."""
+        self.muted_until = max(self.muted_until, trio.current_time() + throttle_ms / 1000)
+
+
+class _RefusalLog:
+    """Refused connections, logged at most once per interval (a flood of refusals is one line)."""
+
+    INTERVAL_S = 10.0
+
+    def __init__(self) -> None:
+        self._last = float("-inf")
+        self._suppressed = 0
+
+    def refused(self, peer: str, listener: str, reason: str) -> None:
+        now = time.monotonic()
+        if now - self._last < self.INTERVAL_S:
+            self._suppressed += 1
+            return
+        more = f" ({self._suppressed} more refused since the last line)" if self._suppressed else ""
+        logger.warning("refused a connection from %s on listener %s: %s%s", peer, listener, reason, more)
+        self._last, self._suppressed = now, 0
 
 
 class KafkaServer:
@@ -156,6 +181,8 @@ class KafkaServer:
         self.metrics_listeners: list[trio.SocketListener] = []  # metrics.listener, when set
         self.metrics: MetricsEndpoint | None = None
         self._connections: set[_Connection] = set()
+        self.connection_limits = ConnectionLimits()  # max.connections, per listener, per IP
+        self._refusals = _RefusalLog()
         self._shutting_down = False
         # shared by all connections: each copies what it received into its decoder before it awaits
         self._receive_buffer = memoryview(bytearray(RECEIVE_CHUNK))
@@ -181,16 +208,28 @@ class KafkaServer:
 
     async def _handle_connection(self, listener: str, stream: trio.SocketStream) -> None:
         security = self.securities[listener]
-        if len(self._connections) >= self.config.get("max.connections"):
-            logger.warning("refusing a connection: max.connections=%d reached", self.config.get("max.connections"))
+        try:
+            address = stream.socket.getpeername()[0]
+        except OSError:
+            address = ""
+        refusal = self.connection_limits.admit(listener, address)
+        if refusal is not None:  # closed at once, as Kafka closes a connection over its per-IP limit
+            self._refusals.refused(address, listener, refusal)
             await stream.aclose()
             return
+        try:
+            await self._serve_connection(listener, security, stream)
+        finally:
+            self.connection_limits.release(listener, address)
+
+    async def _serve_connection(self, listener: str, security: ListenerSecurity, stream: trio.SocketStream) -> None:
         self._configure_socket(stream)
         idle_timeout = self.config.get("connections.max.idle.ms") / 1000
         conn = _Connection()
         self._connections.add(conn)
         max_frame = self.config.get("socket.request.max.bytes")
-        decoder = FrameDecoder(min(max_frame, security.max_receive_size) if security.sasl else max_frame)
+        decoder = FrameDecoder(min(max_frame, security.max_receive_size), "sasl.server.max.receive.size") \
+            if security.sasl else FrameDecoder(max_frame)
         sock, tls = stream.socket, None
         try:
             peer = sock.getpeername()[0]
@@ -246,7 +285,13 @@ class KafkaServer:
         reusable: bytearray | None = None  # fresh large buffers cost page faults; one is kept
         chunk = self._receive_buffer
         authenticated, phase = session.authenticated, session.phase
+        throttled = conn.mute
+        max_frame = self.config.get("socket.request.max.bytes")
         while not self._shutting_down:
+            if conn.muted_until:  # throttled by a client quota: nothing is read until it ends (KIP-219)
+                await trio.sleep_until(conn.muted_until)
+                conn.muted_until = 0.0
+                continue
             frame = decoder.next_frame()
             if frame is None:
                 if decoder.bytes_wanted > LARGE_FRAME and decoder.buffered >= 4:
@@ -266,7 +311,7 @@ class KafkaServer:
                 if session.unframed_tokens:  # after a v0 SaslHandshake: a bare token, answered bare
                     response = _unframed_answer(session, frame)
                 else:
-                    response = await handle_frame(self.broker, frame, peer, session)
+                    response = await handle_frame(self.broker, frame, peer, session, throttled)
                 if isinstance(response, Deferred) or conn.owed:
                     await self._owe(conn, writer, io, peer, response)
                 elif response is not None:
@@ -280,8 +325,11 @@ class KafkaServer:
                 phase = session.phase
             if session.authenticated != authenticated:
                 authenticated = session.authenticated
-                decoder.max_frame_size = (self.config.get("socket.request.max.bytes") if authenticated
-                                          else min(decoder.max_frame_size, security.max_receive_size))
+                if authenticated:
+                    decoder.max_frame_size, decoder.limit_name = max_frame, "socket.request.max.bytes"
+                else:
+                    decoder.max_frame_size = min(max_frame, security.max_receive_size)
+                    decoder.limit_name = "sasl.server.max.receive.size"
             await trio.lowlevel.checkpoint()  # one yield per request: other connections get their turn
 
     async def _owe(self, conn: _Connection, writer: trio.Nursery, io, peer: str, response) -> None:
@@ -362,6 +410,7 @@ class KafkaServer:
                 await self.broker.metadata.start(self.config.get("cluster.id"))
             node = self.cluster_node = ClusterNode(self.broker, session)
         self.broker.reconfigurables.append(self._reload_listener_security)
+        self.broker.reconfigurables.append(self._configure_connection_limits)
         self.broker.startup()
         try:
             async with trio.open_nursery() as background:
@@ -435,6 +484,30 @@ class KafkaServer:
             self.listeners += bound
         if self.config.metrics_listener is not None:
             self.metrics_listeners = await bind_metrics_listeners(*self.config.metrics_listener)
+        self._configure_connection_limits()
+
+    def _configure_connection_limits(self) -> None:
+        """max.connections, listener.name.<listener>.max.connections, max.connections.per.ip and its
+        overrides as they are now (at start, and after each dynamic config change). A hostname in
+        the overrides is resolved here, as Kafka resolves it when it reads the config."""
+        def resolve(host: str) -> list[str]:
+            try:
+                return sorted({info[4][0] for info in socket.getaddrinfo(host, None)})
+            except OSError as exc:
+                logger.warning("max.connections.per.ip.overrides: %s does not resolve (%s); its limit is not applied",
+                               host, exc)
+                return []
+
+        names = [name for name, _ in self.bound] or [e.name for e in self.config.endpoints]
+        try:
+            overrides = parse_overrides(self.config.get("max.connections.per.ip.overrides") or "")
+        except ValueError as exc:  # validated when set: only a hand-edited store gets here
+            logger.error("max.connections.per.ip.overrides not applied: %s", exc)
+            overrides = {}
+        self.connection_limits.configure(
+            max_connections=self.config.get("max.connections"), per_ip=self.config.get("max.connections.per.ip"),
+            overrides=overrides, listener_max={n: self.config.listener_get(n, "max.connections") for n in names},
+            listeners=names, inter_broker_listener=self.config.inter_broker_listener_name, resolve=resolve)
 
     def _reload_listener_security(self) -> None:
         """After a dynamic config change: each listener's security built anew (a renewed keystore is

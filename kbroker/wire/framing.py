@@ -17,8 +17,9 @@ class FrameError(Exception):
 
 
 class FrameDecoder:
-    def __init__(self, max_frame_size: int) -> None:
+    def __init__(self, max_frame_size: int, limit_name: str = "socket.request.max.bytes") -> None:
         self.max_frame_size = max_frame_size
+        self.limit_name = limit_name  # the key that set the limit, for the error
         self._buffer = bytearray()
         self._expected: int | None = None
 
@@ -32,7 +33,7 @@ class FrameDecoder:
             if size < 0:
                 raise FrameError(f"negative frame size {size}")
             if size > self.max_frame_size:
-                raise FrameError(f"frame of {size} bytes exceeds socket.request.max.bytes={self.max_frame_size}")
+                raise FrameError(f"frame of {size} bytes exceeds {self.limit_name}={self.max_frame_size}")
             self._expected = size
 
     @property
