@@ -606,6 +606,25 @@ def test_stock_clients_reauthenticate_and_keep_producing(secure, kt, family, mec
     assert sum(ends.values()) == i, f"{i} records sent, the log has {ends}"
 
 
+def test_java_client_reauthenticates_transparently(secure, kt, kbroker, java_harness, tmp_path):
+    """The Java client (3.9) re-authenticates before its session lifetime ends (KIP-368): an
+    idempotent acks=all producer running for three lifetimes has every record acknowledged, and
+    the broker never had to close one of its connections for an expired session."""
+    sec = sk.security_for(sk.CASES["sasl_plaintext-scram-sha-512"], secure.pki, secure.users)
+    topic = _topic(secure, kt, "reauth-java")
+    client = sk.adapter("java", sec, kt, tmp_path, java_harness)
+    interval_ms = 50
+    count = int(3 * REAUTH_MS / interval_ms)
+    before = kbroker.log_tail(10**7).count("after the SASL session expired")
+    lines = client._run(["acked-producer", secure.bootstrap("SASL_PLAINTEXT"), topic, str(count), str(interval_ms)],
+                        {}, timeout=120)
+    events = [json.loads(ln) for ln in lines if ln.startswith("{")]
+    acked = [e for e in events if e["event"] == "acked"]
+    assert [e for e in events if e["event"] == "failed"] == [] and len(acked) == count
+    assert sum(sk.end_offsets(secure.plaintext, topic).values()) == count
+    assert kbroker.log_tail(10**7).count("after the SASL session expired") == before
+
+
 # ---------------------------------------------------------------------------------------------
 # last: the broker still serves, and never logged a password
 
