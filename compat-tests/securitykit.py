@@ -1184,3 +1184,29 @@ def sasl_exchange(conn: RawConn, mechanism: str, user: str, password: str | None
         if a[0] == 0 and a[2]:  # an error challenge
             answers.append(conn.authenticate(b"\x01"))
     return answers
+
+
+# =============================================================================================
+# a broker with one secured listener beside PLAINTEXT, certificates by trustme (the small modules)
+
+
+def trustme_certs(directory: Path, units: Iterable[str] = ("broker",)) -> Path:
+    """A CA (`ca.pem`) and, per name, a broker certificate + key `<name>.pem` (SAN 127.0.0.1 and
+    localhost, the name as its OU); returns `directory`."""
+    import trustme
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(directory / "ca.pem"))
+    for unit in units:
+        ca.issue_cert(HOST, "localhost", organization_unit_name=unit).private_key_and_cert_chain_pem \
+            .write_to_path(str(directory / f"{unit}.pem"))
+    return directory
+
+
+def with_listener(kt, workdir: Path, listener: str, overrides: dict[str, str]):
+    """A broker process (not started) serving PLAINTEXT on its fixture port and `listener` (e.g.
+    `SSL`, `SASL_SSL`) on a free port of its own; returns (broker, that port)."""
+    port = kt.free_port()
+    broker = kt.Broker(workdir, overrides)
+    broker.overrides["listeners"] = f"PLAINTEXT://{HOST}:{broker.port},{listener}://{HOST}:{port}"
+    return broker, port

@@ -9,25 +9,19 @@ import socket
 import ssl
 
 import pytest
-import trustme
+
+import securitykit as sk
 
 BROKER_ID = "0"
 
 
 @pytest.fixture(scope="module")
 def tls_broker(kt, tmp_path_factory):
-    d = tmp_path_factory.mktemp("reload")
-    ca = trustme.CA()
-    ca.cert_pem.write_to_path(str(d / "ca.pem"))
-    for name in ("first", "second"):
-        ca.issue_cert("127.0.0.1", "localhost", organization_unit_name=name).private_key_and_cert_chain_pem \
-            .write_to_path(str(d / f"{name}.pem"))
-    ssl_port = kt.free_port()
-    broker = kt.Broker(d / "broker", {
+    d = sk.trustme_certs(tmp_path_factory.mktemp("reload"), ("first", "second"))
+    broker, ssl_port = sk.with_listener(kt, d / "broker", "SSL", {
         "listener.name.ssl.ssl.keystore.type": "PEM",
         "listener.name.ssl.ssl.keystore.location": str(d / "first.pem"),
     })
-    broker.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{broker.port},SSL://127.0.0.1:{ssl_port}"  # port: chosen above
     try:
         broker.start()
         yield broker, ssl_port, d

@@ -6,8 +6,8 @@ checked exactly against what confluent-kafka wrote and reads back over the same 
 from __future__ import annotations
 
 import pytest
-import trustme
 
+import securitykit as sk
 import sparkkit
 
 pytestmark = pytest.mark.timeout(300)
@@ -20,14 +20,10 @@ def secured(kt, tmp_path_factory):
     from kbroker.admin.client import AdminClient
     from kbroker.admin.users import Upsertion, alter_user_scram_credentials
 
-    d = tmp_path_factory.mktemp("spark-security")
-    ca = trustme.CA()
-    ca.cert_pem.write_to_path(str(d / "ca.pem"))
-    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(d / "broker.pem"))
-    sasl_port = kt.free_port()
-    broker = kt.Broker(d / "broker", {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(d / "broker.pem"),
-                                      "sasl.enabled.mechanisms": "SCRAM-SHA-512", "num.partitions": "3"})
-    broker.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{broker.port},SASL_SSL://127.0.0.1:{sasl_port}"
+    d = sk.trustme_certs(tmp_path_factory.mktemp("spark-security"))
+    broker, sasl_port = sk.with_listener(kt, d / "broker", "SASL_SSL", {
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(d / "broker.pem"),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512", "num.partitions": "3"})
     try:
         broker.start()
         with AdminClient(broker.bootstrap, timeout=30) as admin:
