@@ -179,17 +179,19 @@ def _consumer(bootstrap: str, **extra) -> Consumer:
 
 
 def consume_run(bootstrap: str, topic: str, partitions: int, deadline: float, isolation: str | None = None,
-                expected: int | None = None, poll_s: float = 0.5) -> dict:
+                expected: int | None = None, poll_s: float = 0.5, extra: dict | None = None) -> dict:
     """Read a topic from the earliest offset to its current end (assign, no group protocol).
     MB/s is counted from the first message received to the last. `isolation`: librdkafka's
     isolation.level (its default, read_committed, when None); `expected`: the number of messages
     to read (default: high - low watermark, which counts a transactional topic's control records);
     `poll_s`: how long one consume() call may wait for its 10,000 messages (a sparse read, such as
-    a filtered view's, would otherwise wait that long on every call)."""
+    a filtered view's, would otherwise wait that long on every call); `extra`: more consumer settings
+    (the downconvert phase's old-protocol client)."""
     consumer = _consumer(bootstrap, **{
         "fetch.max.bytes": 67108864, "max.partition.fetch.bytes": 16777216,
         "queued.max.messages.kbytes": 262144, "queued.min.messages": 1000000,
-        "receive.message.max.bytes": 100000000, **({"isolation.level": isolation} if isolation else {})})
+        "receive.message.max.bytes": 100000000, **({"isolation.level": isolation} if isolation else {}),
+        **(extra or {})})
     try:
         in_log = 0  # also connects, outside the timed part
         for p in range(partitions):

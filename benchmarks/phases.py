@@ -556,9 +556,34 @@ def phase_security(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_quotas(ctx: Ctx) -> list[dict]:
+    """Client quotas on brokers of their own: a greedy producer and a greedy consumer held to a
+    5 MB/s quota beside unthrottled ones (benchmarks/quotas.py)."""
+    from benchmarks.quotas import phase_quotas as run
+
+    return run(ctx)
+
+
+def phase_downconvert(ctx: Ctx) -> list[dict]:
+    """The consume phase's reads by a current consumer and by one held to Fetch v1, whose answers
+    are down-converted (benchmarks/downconvert.py)."""
+    from benchmarks.downconvert import phase_downconvert as run
+
+    return run(ctx)
+
+
+def phase_acl(ctx: Ctx) -> list[dict]:
+    """ACL authorization on brokers of their own: produce and fetch requests with the AclAuthorizer
+    and 10,000 ACLs next to no authorizer (benchmarks/acl.py)."""
+    from benchmarks.acl import phase_acl as run
+
+    return run(ctx)
+
+
 PHASES = {
     "produce": phase_produce,
     "consume": phase_consume,
+    "downconvert": phase_downconvert,
     "views": phase_views,
     "transactions": phase_transactions,
     "partitions100": phase_partitions100,
@@ -573,10 +598,12 @@ PHASES = {
     "fixture": phase_fixture,
     "metrics": phase_metrics,
     "security": phase_security,
+    "acl": phase_acl,
+    "quotas": phase_quotas,
     "cluster": phase_cluster,
     "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,
 }
-REPEATABLE = {"produce", "metrics", "consume", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security"}
+REPEATABLE = {"produce", "metrics", "consume", "downconvert", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security", "acl"}
 # left out of --quick and of runs against --bootstrap unless named in --only
-OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics", "security"}
+OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "downconvert", "acl"}

@@ -76,6 +76,16 @@ TARGETS = {
     "security.auth.sasl_plaintext": [("auths_per_core_s", ">=", 500, "≥ 500 SCRAM logins/s per broker core")],
     "security.requests.sasl_plaintext": [("cpu_ratio_to_plaintext", "<=", 1.05,
                                           "broker CPU per request ≤ 105% of plaintext")],
+    # quotas: a 5 MB/s quota holds a greedy producer and a greedy consumer within ±10 % over 30 s
+    # while an unthrottled client on the same broker keeps its throughput
+    **{f"quotas.{window}.{kind}.throttled": [("ratio_to_quota", ">=", 0.9, "≥ 90% of the 5 MB/s quota over 30 s"),
+                                              ("ratio_to_quota", "<=", 1.1, "≤ 110%")]
+       for window in ("default", "w3") for kind in ("produce", "consume")},
+    **{f"quotas.{window}.{kind}.unthrottled": [("ratio_to_alone", ">=", 0.9, "≥ 90% of its MB/s alone")]
+       for window in ("default", "w3") for kind in ("produce", "consume")},
+    # acl: the AclAuthorizer with 10,000 ACLs next to no authorizer, broker CPU per request within 5 %
+    **{f"acl.{workload}.on": [("cpu_ratio_to_authorizer_off", "<=", 1.05,
+                               "broker CPU per request ≤ 105% of authorizer off")] for workload in ("produce", "fetch")},
 }
 # key -> Kafka 3.8's figure for a run the issue sets no target for (shown in the target column)
 REFERENCES = {
@@ -88,7 +98,7 @@ REFERENCES = {
     "security.auth.sasl_plaintext.cached": "(the broker's ceiling: clients not the limit)",
     "security.auth.sasl_ssl": "(TLS handshake included; no target)",
 }
-RATIOS = {"ratio_to_local": "local", "ratio_to_off": "metrics off", "ratio_to_unfiltered": "unfiltered", "ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted", "ratio_to_plaintext": "plaintext"}
+RATIOS = {"ratio_to_authorizer_off": "authorizer off", "ratio_to_batches": "batches (Fetch v16)", "ratio_to_alone": "alone", "ratio_to_local": "local", "ratio_to_off": "metrics off", "ratio_to_unfiltered": "unfiltered", "ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted", "ratio_to_plaintext": "plaintext"}
 QUICK_NA = {"partitions10k", "connections",  # targets stated for full-size numbers only
             # quick runs last a few CPU clock ticks (10 ms): the on/off ratios are noise
             "metrics.produce.on", "metrics.requests.on",
@@ -96,7 +106,9 @@ QUICK_NA = {"partitions10k", "connections",  # targets stated for full-size numb
             *(key for key in TARGETS if key.startswith(("txn.", "clustertxn."))),
             # 20 MB over TLS is a few clock ticks of broker CPU: the CPU ratios are noise
             *(key for key in TARGETS if key.startswith(("security.produce.", "security.consume."))),
-            "security.requests.sasl_plaintext"}
+            "security.requests.sasl_plaintext",
+            # quick: a few hundred requests per slice, a few clock ticks of broker CPU
+            "acl.produce.on", "acl.fetch.on"}
 
 
 def parse_args(argv):
@@ -254,6 +266,10 @@ def describe(row: dict) -> str:
                   f"p99 {_f(m.get('commit_p99_ms'))} ms)")
         if m.get("cpu_ratio_to_plaintext") is not None:
             s += f"  (CPU/GB {_f(m['cpu_ratio_to_plaintext'] * 100, '{:.0f}')}% of plaintext)"
+        if m.get("cpu_ratio_to_authorizer_off") is not None:
+            s += f"  (CPU/GB {_f(m['cpu_ratio_to_authorizer_off'] * 100, '{:.0f}')}% of authorizer off)"
+        if m.get("cpu_ratio_to_batches") is not None:
+            s += f"  (CPU/GB {_f(m['cpu_ratio_to_batches'], '{:.1f}')}x that of batches)"
         if m.get("first_message_s") is not None:
             s += f"  (first msg after {m['first_message_s'] * 1000:.0f} ms)"
         return s
@@ -268,11 +284,21 @@ def describe(row: dict) -> str:
         s = (f"{_f(m.get('requests_s'), '{:,.0f}')} req/s  {_f(m.get('mb_s'))} MB/s  broker "
              f"{_f(m.get('broker_user_us_per_request'), '{:.0f}')} us user + "
              f"{_f(m.get('broker_sys_us_per_request'), '{:.0f}')} us sys per request")
+        if "cpu_ratio_to_authorizer_off" in m:
+            s += f"  (CPU {_f(m['cpu_ratio_to_authorizer_off'] * 100, '{:.0f}')}% of authorizer off"
+            s += f"; slices {m['us_per_request_each']} us)" if m.get("us_per_request_each") else ")"
+        elif m.get("us_per_request_each") and row["key"].startswith("acl."):
+            s += f"  (slices {m['us_per_request_each']} us)"
         if "cpu_ratio_to_off" in m:
             s += f"  (CPU {_f(m['cpu_ratio_to_off'] * 100, '{:.0f}')}% of metrics off)"
         if "cpu_ratio_to_plaintext" in m:
             s += f"  (CPU {_f(m['cpu_ratio_to_plaintext'] * 100, '{:.0f}')}% of plaintext)"
         return s
+    if kind == "quota":
+        return (f"{_f(m.get('mb_s'), '{:.2f}')} MB/s = {_f(m.get('ratio_to_quota', 0) * 100, '{:.0f}')}% of its "
+                f"{_f(m.get('quota_mb_s'), '{:.0f}')} MB/s quota over {_f(m.get('seconds'), '{:.0f}')} s "
+                f"(after the first {m.get('window_num')} s: {_f(m.get('steady_mb_s'), '{:.2f}')} MB/s = "
+                f"{_f(m.get('steady_ratio_to_quota', 0) * 100, '{:.0f}')}%; quota.window.num={m.get('window_num')})")
     if kind == "auth":
         return (f"{_f(m.get('auths_s'), '{:,.0f}')} logins/s ({m.get('clients')} client procs); broker {_f(m.get('broker_ms_per_auth'), '{:.2f}')} ms "
                 f"CPU per login = {_f(m.get('auths_per_core_s'), '{:,.0f}')}/s per core; clients "
@@ -310,6 +336,11 @@ def describe(row: dict) -> str:
     if kind == "startup":
         return (f"first start {_f(m.get('cold_start_ms'), '{:.0f}')} ms (imports included); later starts p50 "
                 f"{_f(m.get('p50_ms'), '{:.0f}')} ms, max {_f(m.get('max_ms'), '{:.0f}')} ms")
+    if kind == "acl-decision":
+        return (f"{_f(m.get('cached_ns'), '{:.0f}')} ns a check (decision cached; {_f(m.get('uncached_ns'), '{:,.0f}')} "
+                f"ns uncached) vs {_f(m.get('allow_all_ns'), '{:.0f}')} ns without an authorizer: +"
+                f"{_f(m.get('counting_ns'), '{:.0f}')} ns = {_f((m.get('share_of_request') or float('nan')) * 100, '{:.2f}')}% "
+                f"of the broker's {_f(m.get('request_us'), '{:.0f}')} us per Produce request")
     if kind == "counting":
         return (f"{_f(m.get('counting_ns'), '{:.0f}')} ns per request = "
                 f"{_f((m.get('share_of_request') or float('nan')) * 100, '{:.2f}')}% of the broker's "
@@ -422,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
                     results.setdefault(r["key"], r)
         for key, metric_runs in runs.items():
             results[key]["metrics"] = merge(metric_runs)
-        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k", "metrics", "security")
+        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "acl")
                                              for p in args.phases)
         if ctx.stats is not None and main_used:
             mem = ctx.stats.memory_mb()

@@ -1,5 +1,7 @@
 """Partition decrease (kbroker's own) in a three-broker cluster (real ZooKeeper, real kbroker
-processes), through `kbroker topics alter T --partitions 3` as a user would.
+processes), through `kbroker topics alter T --partitions 3` as a user would — an
+IncrementalAlterConfigs of the topic's `partitions.retire.from`; CreatePartitions with a lower count
+is Kafka's INVALID_PARTITIONS (checked with Java's Admin and kafka-python in the retention test).
 
 A keyed topic of 6 partitions is produced to (librdkafka, its default consistent_random
 partitioner, so the drain is told `--partitioner consistent_random`; values carry a per-key
@@ -18,6 +20,7 @@ sequence number) and consumed by a group while it is decreased to 3. Checked aft
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import threading
@@ -239,23 +242,49 @@ def test_a_drain_survives_the_kill_of_its_leader(tmp_path):
         ck.stop_cluster(cluster)
 
 
-def test_retired_partitions_are_removed_after_retention(tmp_path):
-    """retention.ms after a decrease, with everything drained and retention having emptied them,
-    the retired partitions go: their logs are deleted on every broker, and the topic can grow
-    again (the new partitions start empty)."""
+def test_retired_partitions_are_removed_after_retention(tmp_path, java_harness):
+    """CreatePartitions with fewer partitions stays Kafka's INVALID_PARTITIONS in a cluster (Java's
+    Admin, kafka-python); the decrease is asked for explicitly, here by Java's
+    incrementalAlterConfigs of `partitions.retire.from` (with `retired.records.partitioner`), and
+    `kbroker topics alter --partitions 2` run after it waits for the drains. Once retention.ms is
+    short (set after the drains), with everything drained and retention having emptied them, the
+    retired partitions go: their logs are deleted on every broker, and the topic can grow again (the
+    new partitions start empty)."""
+    from kafka.admin import KafkaAdminClient
+
     cluster = ck.start_cluster(tmp_path / "cluster", 3, {"log.retention.check.interval.ms": "500"})
     try:
         with AdminClient(ck.live_bootstrap(cluster), timeout=30) as admin:
-            admin.create_topic("fading", partitions=4, replication_factor=2, configs={"retention.ms": "4000"})
+            admin.create_topic("fading", partitions=4, replication_factor=2)
         ck.wait_for(lambda: ck.in_sync(cluster, "fading", 4, 2), 30, "fading online")
+
+        higher = "Topic currently has 4 partitions, which is higher than the requested 2."
+        refused = java_harness.ok("admin", ck.live_bootstrap(cluster), "create-partitions", "fading", "2", timeout=90)
+        assert [json.loads(line) for line in refused if line.startswith("{")] == [
+            {"call": "create-partitions", "error": "InvalidPartitionsException", "message": higher}]
+        kp = KafkaAdminClient(bootstrap_servers=ck.live_bootstrap(cluster))
+        try:
+            (result,) = kp.create_partitions({"fading": 2}, raise_errors=False).results
+            assert (result.error_code, result.error_message) == (37, higher)  # INVALID_PARTITIONS
+        finally:
+            kp.close()
+        assert len(ck.partitions(cluster, "fading")) == 4
+
         producer = KeyedProducer(ck.live_bootstrap(cluster), "fading").start()
         time.sleep(1)
         producer.stop()
         assert not producer.failed and any(p >= 2 for p, *_ in producer.acked)
-        shrunk = alter(cluster, "fading", "--partitions", "2", "--partitioner", "consistent_random")
+        asked = java_harness.ok("admin", ck.live_bootstrap(cluster), "alter-configs", "topic", "fading", "apply",
+                                "set:retired.records.partitioner=consistent_random", "set:partitions.retire.from=2",
+                                timeout=90)
+        assert [json.loads(line) for line in asked if line.startswith("{")] == [{"result": "ok"}]
+        ck.wait_for(lambda: len(ck.partitions(cluster, "fading")) == 2, 30, "Metadata to list 2 partitions")
+        shrunk = alter(cluster, "fading", "--partitions", "2")  # the same count again: waits for the drains
         assert shrunk.returncode == 0, shrunk.stdout + shrunk.stderr
         copied = {v for recs in ck.read_all(ck.live_bootstrap(cluster), "fading", 2).values() for _, v in recs}
         assert {v for *_, v, _ in producer.acked} <= copied  # everything reached partitions 0-1 first
+        short = alter(cluster, "fading", "--config", "retention.ms=4000")
+        assert short.returncode == 0, short.stdout + short.stderr
 
         def retired_dirs() -> list[str]:
             return [d.name for b in cluster.brokers.values() for d in (b.data_dir / "data").glob("fading-*")

@@ -25,7 +25,8 @@ from kbroker.cli import main
 
 START_TIMEOUT_S = 120
 STOP_TIMEOUT_S = 120
-FAST = ["--override", "controlled.shutdown.retry.backoff.ms=500", "--override", "group.initial.rebalance.delay.ms=0"]
+FAST = ["--override", "controlled.shutdown.retry.backoff.ms=500", "--override", "group.initial.rebalance.delay.ms=0",
+        "--base-port", "0", "--zookeeper-port", "0"]  # free ports: 9092... and 2181 stay the user's (test_dev_cluster_ports.py)
 
 
 def _cmdline(pid: int) -> str:
@@ -240,7 +241,7 @@ def test_dev_cluster_broker_failing_to_start_stops_everything_with_status_2(base
     ck.require_zookeeper()
     (base / "broker-2").mkdir(parents=True)
     (base / "broker-2" / "data").write_text("a file where broker 2's log directory should be")
-    dc = DevCluster(base, "--brokers", "2")
+    dc = DevCluster(base, "--brokers", "2", "--base-port", "0", "--zookeeper-port", "0")
     try:
         rc = dc.wait(START_TIMEOUT_S)
         assert rc == 2, "\n".join(dc.lines) + dc.stderr

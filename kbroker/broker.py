@@ -16,6 +16,7 @@ import socket
 import time
 import uuid
 
+from kbroker.api.authorization import AclAuthorizerAdapter, authorizer_from_config
 from kbroker.config import BrokerConfig, log_config_for, validate_topic_configs
 from kbroker.dynamic_config import apply_stored
 from kbroker.delayed.format import DELAYED_TOPIC
@@ -46,6 +47,7 @@ from kbroker.metadata.store import (
     validate_topic_name,
 )
 from kbroker.metrics.stats import BrokerStats
+from kbroker.quota.manager import ClientQuotas
 from kbroker.replica.manager import ReplicaManager
 from kbroker.retry.topics import check_retry_configs, create_retry_topics
 from kbroker.replica.txn_markers import MarkerWrite, write_markers
@@ -160,6 +162,20 @@ class Broker:
         if self.cluster:
             self.group_coordinator.owned = set()
             self.replica_manager.leadership_listeners.append(self._on_leadership)
+        # client quotas (kbroker/quota/): the stored ones apply now (single node) or once read
+        self.client_quotas = ClientQuotas(config.get("quota.window.num"), config.get("quota.window.size.seconds"),
+                                          config.get("controller.quota.window.num"),
+                                          config.get("controller.quota.window.size.seconds"))
+        self.metadata.client_quota_listeners.append(self.client_quotas.apply)
+        if not self.cluster:
+            self.client_quotas.apply(self.metadata.client_quota_configs())
+        # authorization: ALLOW_ALL, or Kafka's ACL rules over the store's ACLs (docs/security.md),
+        # told of every change; those stored apply now (single node) or once read (cluster's start)
+        self.authorizer = authorizer_from_config(config)
+        if isinstance(self.authorizer, AclAuthorizerAdapter):
+            self.metadata.add_acl_listener(self.authorizer.update)
+            if not self.cluster:
+                self.authorizer.update(self.metadata.acls())
         # dynamic broker configs: those stored apply now (single node) or once read (cluster's start)
         self.metadata.broker_config_listeners.append(self._apply_dynamic_configs)
         if not self.cluster:
@@ -417,9 +433,9 @@ class Broker:
         if info is None:
             raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
         current = info.num_partitions
-        if count < current:
-            await self._decrease_partitions(name, count, validate_only)
-            return
+        if count < current:  # Kafka's answer; kbroker's decrease is reached explicitly (decrease_partitions)
+            raise InvalidPartitionsError(
+                f"Topic currently has {current} partitions, which is higher than the requested {count}.")
         if count == current:
             raise InvalidPartitionsError(f"Topic already has {current} partitions.")
         brokers = await self._brokers_for_assignment()
@@ -429,9 +445,17 @@ class Broker:
         if not validate_only:
             await _resolved(self.metadata.add_partitions(name, assignment))
 
-    async def _decrease_partitions(self, name: str, count: int, validate_only: bool) -> None:
-        """kbroker's own: a lower count retires the partitions from `count` on (docs/cluster.md,
-        "Decreasing partitions"); Kafka refuses any decrease with INVALID_PARTITIONS."""
+    async def decrease_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        """kbroker's own: retire the partitions from `count` on (docs/cluster.md, "Decreasing
+        partitions"), asked for explicitly with the topic config `partitions.retire.from`
+        (api/configs.py); Kafka's CreatePartitions refuses any decrease, and so does kbroker's."""
+        info = self.metadata.topic(name)
+        view = self.views.view(name)
+        if view is not None:
+            raise InvalidPartitionsError(f"{name} is a view of {view.source}: it follows the partition count "
+                                         f"of {view.source}")
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
         if not self.cluster:
             raise InvalidPartitionsError("Decreasing the number of partitions needs a cluster (zookeeper.connect): "
                                          "the single node does not retire partitions")
@@ -439,6 +463,10 @@ class Broker:
             raise InvalidPartitionsError(f"The partitions of the internal topic {name} cannot be decreased")
         if count < 1:
             raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+        if count >= info.num_partitions:
+            raise InvalidPartitionsError(
+                f"partitions.retire.from={count} retires nothing: topic {name} has {info.num_partitions} "
+                f"partitions (0..{info.num_partitions - 1}); add partitions with CreatePartitions")
         if not validate_only:
             await self.metadata.retire_partitions(name, count)
 
@@ -490,6 +518,7 @@ class Broker:
             (c.get("log.flush.offset.checkpoint.interval.ms") / 1000, lm.checkpoint_recovery_points),
             (c.get("log.flush.start.offset.checkpoint.interval.ms") / 1000, lm.checkpoint_log_start_offsets),
             (c.get("offsets.retention.check.interval.ms") / 1000, self.group_coordinator.expire_offsets),
+            (60.0, self.client_quotas.expire),  # quota sensors idle for an hour
             *([(c.get("replica.lag.time.max.ms") / 2000, self.replica_manager.maybe_shrink_isr)] if self.cluster else []),
         ]
 

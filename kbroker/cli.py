@@ -1,5 +1,5 @@
 """Command line: `kbroker serve [--config server.properties] [--override key=value ...]`, and the
-administration commands (`groups`, `topics`, `reassign`, `cluster`, `transactions`, `delayed`, `users`:
+administration commands (`groups`, `topics`, `reassign`, `cluster`, `transactions`, `delayed`, `users`, `quotas`, `acls`:
 kbroker.admin), and the web console (`console`: kbroker.console)."""
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ from pathlib import Path
 
 import trio
 
+from kbroker.admin.acls import add_acls_command, run_acls
 from kbroker.admin.configs_cmd import add_configs_command, run_configs
 from kbroker.admin.connection import AdminError
 from kbroker.admin.delayed import add_delayed_command, run_delayed
 from kbroker.admin.groups import add_groups_command, run_groups
+from kbroker.admin.quotas import add_quotas_command, run_quotas
 from kbroker.admin.cluster_cmd import add_cluster_command, run_cluster
 from kbroker.admin.reassign import add_reassign_command, run_reassign
 from kbroker.admin.topics import add_topics_command, run_topics
@@ -59,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     add_transactions_command(sub)
     add_delayed_command(sub)
     add_users_command(sub)
+    add_acls_command(sub)
+    add_quotas_command(sub)
     add_dev_cluster_command(sub)
     add_console_command(sub)
     args = parser.parse_args(argv)
@@ -86,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
         return run_delayed(args)
     if args.command == "users":
         return run_users(args)
+    if args.command == "acls":
+        return run_acls(args)
+    if args.command == "quotas":
+        return run_quotas(args)
     if args.command == "dev-cluster":
         return run_dev_cluster(args)
     if args.command == "console":

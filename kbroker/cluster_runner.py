@@ -146,6 +146,7 @@ class BrokerProcess:
     protocol: str = "PLAINTEXT"  # the listener's (named after it); its security keys in config_file
     config_file: Path | None = None  # a server.properties read before the overrides
     ssl_context: ssl.SSLContext | None = None  # how the readiness check reaches an SSL listener
+    advertised_host: str | None = None  # what clients are told (advertised.listeners); None: `host`
 
     @property
     def log_dirs(self) -> list[Path]:
@@ -163,6 +164,8 @@ class BrokerProcess:
             "zookeeper.connect": self.zookeeper_connect,
             "listeners": f"{self.protocol}://{self.host}:{self.port}",
             "log.dirs": ",".join(map(str, self.log_dirs)),
+            **({"advertised.listeners": f"{self.protocol}://{self.advertised_host}:{self.port}"}
+               if self.advertised_host else {}),
             **self.overrides,
         }
         cmd = [sys.executable, "-m", "kbroker", "serve"]
@@ -240,6 +243,9 @@ class LocalCluster:
     ssl_context: ssl.SSLContext | None = None
     zookeeper: ZooKeeperServer | None = None
     brokers: dict[int, BrokerProcess] = field(default_factory=dict)
+    broker_ports: dict[int, int] = field(default_factory=dict)  # broker id -> its port (unset: a free one)
+    zookeeper_port: int = 0  # the ZooKeeper this starts (0: a free port)
+    advertised_host: str | None = None  # the brokers' advertised.listeners host (None: 127.0.0.1)
 
     @property
     def bootstrap(self) -> str:
@@ -248,7 +254,7 @@ class LocalCluster:
     def start(self) -> "LocalCluster":
         try:
             if self.zookeeper_connect is None:
-                self.zookeeper = ZooKeeperServer(self.base_dir / "zookeeper").start()
+                self.zookeeper = ZooKeeperServer(self.base_dir / "zookeeper", port=self.zookeeper_port).start()
                 connect = self.zookeeper.connect
             else:
                 connect = self.zookeeper_connect
@@ -269,7 +275,8 @@ class LocalCluster:
                      **self.overrides}
         broker = BrokerProcess(broker_id, self.base_dir / f"broker-{broker_id}", connect, overrides=overrides,
                                log_dir_count=self.log_dirs_per_broker, protocol=self.protocol,
-                               config_file=self.config_file, ssl_context=self.ssl_context)
+                               config_file=self.config_file, ssl_context=self.ssl_context,
+                               port=self.broker_ports.get(broker_id, 0), advertised_host=self.advertised_host)
         self.brokers[broker_id] = broker
         return broker.start(wait=wait)
 

@@ -28,6 +28,7 @@ from kbroker.config_defs import (  # noqa: F401 - the tables are re-exported: kb
     ConfigSource,
     ConfigType,
     LONG_MAX,
+    PARTITIONS_RETIRE_FROM,
     Rule,
     TOPIC_CONFIGS,
     UNIT_MS,
@@ -110,6 +111,9 @@ class BrokerConfig:
             key = retention_key or "log.retention.hours"
             raise invalid_value(BROKER_CONFIGS[key], self.get(key),
                            "log.retention.ms must be unlimited (-1) or, greater than or equal to 1")
+        if self.get("max.connections.per.ip") == 0 and not self.get("max.connections.per.ip.overrides"):
+            raise InvalidConfigError("max.connections.per.ip can be set to zero only if "
+                                     "max.connections.per.ip.overrides property is set.")
         wait = self.get("replica.fetch.wait.max.ms")
         if wait > self.get("replica.socket.timeout.ms"):
             raise InvalidConfigError("replica.socket.timeout.ms should always be at least replica.fetch.wait.max.ms "
@@ -327,6 +331,10 @@ def validate_topic_configs(configs: Mapping[str, str | None], broker: "BrokerCon
     rules that span keys and the broker (tiered storage)."""
     parsed = {}
     for key, value in configs.items():
+        if key == PARTITIONS_RETIRE_FROM:
+            raise InvalidConfigError(f"{key} is not a topic config but kbroker's partition decrease: set it with "
+                                     f"AlterConfigs or IncrementalAlterConfigs on an existing topic (in a cluster) "
+                                     f"to retire the topic's partitions from that number on")
         if key not in TOPIC_CONFIGS:
             raise InvalidConfigError(f"Unknown topic config name: {key}")
         parsed[key] = parse_value(TOPIC_CONFIGS[key][0], value)
@@ -408,9 +416,10 @@ def describe_topic_config(broker: BrokerConfig, overrides: Mapping[str, str]) ->
         if key in overrides:
             synonyms.append((key, format_value(effective_topic_value(broker, overrides, key)), ConfigSource.DYNAMIC_TOPIC_CONFIG))
         synonyms += broker.set_synonyms(synonyms_keys)  # the dynamic default a topic inherits, first
-        broker_value, broker_key = broker.broker_value_for_topic_key(key)
-        if broker_key is None and synonyms_keys:
-            synonyms.append((synonyms_keys[0], format_value(broker_value), ConfigSource.DEFAULT_CONFIG))
+        # then, as Kafka's ConfigHelper lists them, each broker synonym's own default (in its own
+        # unit: log.retention.hours=336, log.roll.hours=168), those that have one
+        synonyms += [(name, format_value(BROKER_CONFIGS[name].default), ConfigSource.DEFAULT_CONFIG)
+                     for name in synonyms_keys if name in BROKER_CONFIGS and BROKER_CONFIGS[name].default is not None]
         value = effective_topic_value(broker, overrides, key)
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG  # a key with no broker synonym
         entries.append(ConfigEntry(key, format_value(value), source, False, definition.sensitive,

@@ -22,6 +22,7 @@ LONG_MAX = 2**63 - 1
 class ConfigType(enum.IntEnum):
     """DescribeConfigs `config_type` (v3+)."""
 
+    UNKNOWN = 0  # a key with no definition (a custom broker config Kafka stores and shows back)
     BOOLEAN = 1
     STRING = 2
     INT = 3
@@ -130,12 +131,71 @@ def format_value(value: Any) -> str | None:
     return str(value)
 
 
+class _Overrides(Rule):
+    """max.connections.per.ip.overrides: Kafka's host:count list (kbroker/quota/connections.py)."""
+
+    def __init__(self) -> None:
+        super().__init__(self._valid, "")
+
+    @staticmethod
+    def _valid(value: Any) -> bool:
+        from kbroker.quota.connections import parse_overrides
+
+        try:
+            parse_overrides(value)
+        except ValueError:
+            return False
+        return True
+
+    def why(self, value: Any) -> str:
+        from kbroker.quota.connections import parse_overrides
+
+        try:
+            parse_overrides(value)
+        except ValueError as exc:
+            return str(exc)
+        return ""
+
+
+_OVERRIDES = _Overrides()
+
+
 def _at_least(n: int) -> Rule:
     return Range(n)
 
 
 def _between(low: float, high: float) -> Rule:
     return Range(low, high)
+
+
+class _Choice(Rule):
+    """Kafka's validators that allow a range plus one special value (GzipCompression's level)."""
+
+    def __init__(self, low: int, high: int, special: int) -> None:
+        super().__init__(lambda v: v == special or low <= v <= high,
+                         f"Value must be between {low} and {high} or equal to {special}")
+
+
+_GZIP_LEVEL = _Choice(1, 9, -1)
+# Kafka 3.9's MetadataVersion strings (MetadataVersionValidator: message.format.version)
+_METADATA_VERSIONS = frozenset(
+    ["0.8.0", "0.8.1", "0.8.2", "0.9.0"]
+    + [f"{v}{iv}" for v, ivs in {"0.10.0": 2, "0.10.1": 3, "0.10.2": 1, "0.11.0": 3, "1.0": 1, "1.1": 1,
+                                 "2.0": 2, "2.1": 3, "2.2": 2, "2.3": 2, "2.4": 2, "2.5": 1, "2.6": 1, "2.7": 3,
+                                 "2.8": 2, "3.0": 2, "3.1": 1, "3.2": 1, "3.3": 4, "3.4": 1, "3.5": 3, "3.6": 3,
+                                 "3.7": 5, "3.8": 1, "3.9": 1, "4.0": 2}.items()
+       for iv in ["", *(f"-IV{i}" for i in range(ivs))]])
+
+
+class _MetadataVersion(Rule):
+    def __init__(self) -> None:
+        super().__init__(lambda v: v in _METADATA_VERSIONS, "")
+
+    def why(self, value: Any) -> str:
+        return f"Version {value} is not a valid version"
+
+
+_MESSAGE_FORMAT = _MetadataVersion()
 
 
 def _throttled_replicas(items: list[str]) -> bool:
@@ -208,12 +268,35 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.preallocate", _B, False, "Preallocate segment files."),
         ConfigDef("message.max.bytes", _I, 1048588, "Largest record batch size.", _at_least(0)),
         ConfigDef("compression.type", _S, "producer", "Final compression of a topic's data.", choices=_COMPRESSION),
+        ConfigDef("compression.gzip.level", _I, -1, "gzip level when compression.type is gzip (accepted, no "
+                  "effect: kbroker keeps the producer's batches as they are).", _GZIP_LEVEL),
+        ConfigDef("compression.lz4.level", _I, 9, "lz4 level when compression.type is lz4 (accepted, no effect).",
+                  _between(1, 17)),
+        ConfigDef("compression.zstd.level", _I, 3, "zstd level when compression.type is zstd (accepted, no effect).",
+                  _between(-131072, 22)),
+        ConfigDef("log.message.format.version", _S, "3.0-IV1", "Deprecated, as in Kafka 3.x: ignored (the "
+                  "format is record batch v2, what Kafka assumes from inter.broker.protocol.version 3.0 on).",
+                  _MESSAGE_FORMAT),
         ConfigDef("min.insync.replicas", _I, 1, "Minimum ISR size for acks=all.", _at_least(1)),
         ConfigDef("unclean.leader.election.enable", _B, False, "Allow out-of-sync replicas to lead."),
         ConfigDef("socket.request.max.bytes", _I, 104857600, "Largest request frame.", _at_least(1)),
         ConfigDef("socket.send.buffer.bytes", _I, 102400, "SO_SNDBUF of client sockets; -1 = OS default."),
         ConfigDef("socket.receive.buffer.bytes", _I, 102400, "SO_RCVBUF of client sockets; -1 = OS default."),
-        ConfigDef("max.connections", _I, 2147483647, "Maximum concurrent connections.", _at_least(0)),
+        ConfigDef("max.connections", _I, 2147483647, "Maximum concurrent connections (the inter-broker listener "
+                  "is exempt while there are others); listener.name.<listener>.max.connections limits one "
+                  "listener.", _at_least(0)),
+        ConfigDef("max.connections.per.ip", _I, 2147483647, "Maximum connections from one IP address (0 only "
+                  "with max.connections.per.ip.overrides).", _at_least(0)),
+        ConfigDef("max.connections.per.ip.overrides", _S, "", "Per-IP or hostname limits over max.connections.per.ip: "
+                  "host:count,... (e.g. 127.0.0.1:200,10.0.0.7:5).", _OVERRIDES),
+        # client quotas (kbroker/quota/): the samples a rate is measured over
+        ConfigDef("quota.window.num", _I, 11, "Samples kept of a client quota's rate.", _at_least(1)),
+        ConfigDef("quota.window.size.seconds", _I, 1, "Time span of one sample of a client quota's rate.",
+                  _at_least(1)),
+        ConfigDef("controller.quota.window.num", _I, 11, "Samples of controller mutation quotas (the token bucket "
+                  "holds this many windows of controller_mutation_rate).", _at_least(1)),
+        ConfigDef("controller.quota.window.size.seconds", _I, 1, "Time span of one sample of controller mutation "
+                  "quotas.", _at_least(1)),
         ConfigDef("connections.max.idle.ms", _L, 600000, "Idle connections are closed after this."),
         ConfigDef("offsets.topic.num.partitions", _I, 50, "Partitions of __consumer_offsets.", _at_least(1)),
         ConfigDef("offsets.topic.replication.factor", _I, 3,
@@ -304,10 +387,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("log.cleaner.io.buffer.load.factor", _D, 0.9, "Cleaner dedupe load factor (accepted, no effect)."),
         ConfigDef("log.cleaner.io.max.bytes.per.second", _D, 1.7976931348623157e308,
                   "Cleaner I/O throttle (accepted, no effect)."),
-        ConfigDef("log.message.downconversion.enable", _B, True, "Down-conversion for old consumers "
-                  "(accepted, no effect: kbroker serves record batch v2 only)."),
-        ConfigDef("max.connections.per.ip", _I, 2147483647, "Connections per IP (accepted, no effect).", _at_least(0)),
-        ConfigDef("max.connections.per.ip.overrides", _S, "", "Per-IP connection limits (accepted, no effect)."),
+        ConfigDef("log.message.downconversion.enable", _B, True, "Whether Fetch v0-3 (old consumers) are "
+                  "answered with record batches down-converted to message format v0/v1; false: "
+                  "UNSUPPORTED_VERSION for them. The default of the topic config message.downconversion.enable."),
         ConfigDef("max.connection.creation.rate", _I, 2147483647, "New connections per second (accepted, no effect).",
                   _at_least(0)),
         ConfigDef("metric.reporters", _LIST, [], "Metrics reporter classes (accepted, no effect)."),
@@ -347,10 +429,23 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
     for d, syn in [
         (ConfigDef("cleanup.policy", _LIST, ["delete"], "delete and/or compact.", choices=_CLEANUP), ("log.cleanup.policy",)),
         (ConfigDef("compression.type", _S, "producer", "Final compression.", choices=_COMPRESSION), ("compression.type",)),
+        (ConfigDef("compression.gzip.level", _I, -1, "gzip level when compression.type is gzip (accepted, no "
+                   "effect).", _GZIP_LEVEL), ("compression.gzip.level",)),
+        (ConfigDef("compression.lz4.level", _I, 9, "lz4 level when compression.type is lz4 (accepted, no effect).",
+                   _between(1, 17)), ("compression.lz4.level",)),
+        (ConfigDef("compression.zstd.level", _I, 3, "zstd level when compression.type is zstd (accepted, no "
+                   "effect).", _between(-131072, 22)), ("compression.zstd.level",)),
+        (ConfigDef("message.format.version", _S, "3.0-IV1", "Deprecated, as in Kafka 3.x: ignored (record batch "
+                   "v2, what Kafka assumes from inter.broker.protocol.version 3.0 on).", _MESSAGE_FORMAT),
+         ("log.message.format.version",)),
+        (ConfigDef("message.downconversion.enable", _B, True, "Down-convert record batches for fetchers asking an "
+                   "older message format; false: such a Fetch is UNSUPPORTED_VERSION."),
+         ("log.message.downconversion.enable",)),
         (ConfigDef("delete.retention.ms", _L, 86400000, "Tombstone retention.", _at_least(0)), ("log.cleaner.delete.retention.ms",)),
         (ConfigDef("file.delete.delay.ms", _L, 60000, "Delay before deleting files.", _at_least(0)), ("log.segment.delete.delay.ms",)),
         (ConfigDef("flush.messages", _L, LONG_MAX, "Messages before fsync.", _at_least(1)), ("log.flush.interval.messages",)),
-        (ConfigDef("flush.ms", _L, LONG_MAX, "Time before fsync.", _at_least(0)), ("log.flush.interval.ms",)),
+        (ConfigDef("flush.ms", _L, LONG_MAX, "Time before fsync.", _at_least(0)),
+         ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")),
         (ConfigDef("index.interval.bytes", _I, 4096, "Bytes between index entries.", _at_least(0)), ("log.index.interval.bytes",)),
         (ConfigDef("max.compaction.lag.ms", _L, LONG_MAX, "Max compaction lag.", _at_least(1)), ("log.cleaner.max.compaction.lag.ms",)),
         (ConfigDef("max.message.bytes", _I, 1048588, "Largest record batch size.", _at_least(0)), ("message.max.bytes",)),
@@ -389,6 +484,10 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
         # tiered storage (KIP-405)
         (ConfigDef("remote.storage.enable", _B, False, "Archive closed segments and serve history from the "
                    "archive (needs remote.log.storage.system.enable)."), ()),
+        (ConfigDef("remote.log.copy.disable", _B, False, "Kafka 3.9: archived data becomes read-only, nothing more "
+                   "is copied (accepted, no effect)."), ()),
+        (ConfigDef("remote.log.delete.on.disable", _B, False, "Kafka 3.9: delete the archive when "
+                   "remote.storage.enable is turned off (accepted, no effect)."), ()),
         (ConfigDef("local.retention.ms", _L, -2, "How long archived segments stay local; -2 = retention.ms.",
                    _at_least(-2)), ("log.local.retention.ms",)),
         (ConfigDef("local.retention.bytes", _L, -2, "Local bytes kept of an archived partition; "
@@ -406,6 +505,12 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
                    "main topic or the retry topic itself.", choices=("main", "retry-topic")), ()),
     ]
 }
+
+# kbroker's partition decrease, asked for explicitly (docs/cluster.md, "Decreasing partitions"): an
+# AlterConfigs or IncrementalAlterConfigs (SET) of this key on a topic retires its partitions from
+# this number on. An operation, not a stored config: DescribeConfigs never lists it, CreateTopics
+# refuses it; Kafka's CreatePartitions with a lower count stays INVALID_PARTITIONS.
+PARTITIONS_RETIRE_FROM = "partitions.retire.from"
 
 # Broker keys that exist only as dynamic configs (AlterConfigs on a broker resource, stored in
 # /config/brokers/<id> or /config/brokers/<default>), as Kafka's QuotaConfigs.brokerQuotaConfigs.

@@ -10,13 +10,24 @@ from __future__ import annotations
 
 import re
 
-from kbroker.config_defs import BROKER_CONFIGS, ConfigDef, ConfigType, Range
+from kbroker.config_defs import BROKER_CONFIGS, ConfigDef, ConfigType, Range, Rule
+from kbroker.security.authorizer import AUTHORIZER_CLASS_NAMES, parse_super_users
 
 _B, _S, _I, _L, _D, _LIST, _P, _C = (ConfigType.BOOLEAN, ConfigType.STRING, ConfigType.INT, ConfigType.LONG,
                                      ConfigType.DOUBLE, ConfigType.LIST, ConfigType.PASSWORD, ConfigType.CLASS)
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+
+
+
+def _super_users_valid(value: str) -> bool:
+    try:
+        parse_super_users(value)
+    except ValueError:
+        return False
+    return True
+
 
 SECURITY_CONFIGS: list[ConfigDef] = [
     ConfigDef("listener.security.protocol.map", _S, DEFAULT_PROTOCOL_MAP,
@@ -101,6 +112,18 @@ SECURITY_CONFIGS: list[ConfigDef] = [
     ConfigDef("sasl.oauthbearer.jwks.endpoint.refresh.ms", _L, 3600000, "JWKS refresh interval."),
     ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", _L, 100, "JWKS retry backoff."),
     ConfigDef("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", _L, 10000, "JWKS retry backoff maximum."),
+    # authorization (ACLs): docs/security.md#authorization-acls
+    ConfigDef("authorizer.class.name", _C, "", "The authorizer: empty (every principal may do everything), or "
+              "kafka.security.authorizer.AclAuthorizer, org.apache.kafka.metadata.authorizer.StandardAuthorizer or "
+              "kbroker.security.authorizer.AclAuthorizer (Kafka's ACL rules, ACLs in the metadata store).",
+              valid=Rule(lambda v: v == "" or v in AUTHORIZER_CLASS_NAMES,
+                         "kbroker serves ACL authorization under the names " + ", ".join(AUTHORIZER_CLASS_NAMES)
+                         + " (or none: empty)")),
+    ConfigDef("super.users", _S, None, "Principals allowed everything, whatever the ACLs: User:admin;User:broker.",
+              valid=Rule(_super_users_valid, "expected principals in format principalType:principalName, "
+                                             "separated by ';' (User:admin;User:broker)")),
+    ConfigDef("allow.everyone.if.no.acl.found", _B, False, "Whether a resource without any ACL is open to "
+              "everyone (default: denied to all but the super users)."),
 ]
 
 BROKER_CONFIGS.update((d.name, d) for d in SECURITY_CONFIGS)

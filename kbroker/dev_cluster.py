@@ -1,10 +1,16 @@
 """`kbroker dev-cluster`: a ZooKeeper-mode cluster on this machine, for development.
 
     kbroker dev-cluster --brokers 3 [--zookeeper HOST:PORT] [--dir ./kbroker-cluster] [--override key=value ...]
-                        [--security ssl|sasl_plaintext|sasl_ssl]
+                        [--security ssl|sasl_plaintext|sasl_ssl] [--base-port 9092] [--zookeeper-port 2181]
+                        [--advertise-host localhost]
 
 Starts a ZooKeeper server (Debian's `zookeeper` package), or uses an existing one with
-`--zookeeper`, and N brokers (ids 1..N) on 127.0.0.1: broker i keeps its data and log in
+`--zookeeper`, and N brokers (ids 1..N) on 127.0.0.1, on the ports applications are configured
+for: broker i on `--base-port` + i - 1 (9092, 9093, ...), ZooKeeper on `--zookeeper-port` (2181).
+A port already in use is replaced by a free one, said on stderr (`port 9092 is in use: broker 1
+listens on 127.0.0.1:40411 instead`); port 0 asks for free ports. `--advertise-host` is the host
+the brokers give clients in Metadata (advertised.listeners), e.g. `localhost`, while they listen
+on 127.0.0.1. Broker i keeps its data and log in
 `<dir>/broker-i/`, the cluster lives under the chroot `/kbroker`, and the internal topics are
 replicated min(3, N) times. It prints every process with its PID, the bootstrap list on one line
 (`bootstrap: host:port,...`) and where the logs are, then runs until Ctrl-C, SIGTERM or SIGHUP:
@@ -40,6 +46,8 @@ from kbroker.cluster_runner import ClusterError, LocalCluster, ZooKeeperServer, 
 
 PROG = "kbroker dev-cluster"
 DEFAULT_DIR = Path("kbroker-cluster")
+DEFAULT_BASE_PORT, DEFAULT_ZOOKEEPER_PORT = 9092, 2181  # what applications' configs already name
+HOST = "127.0.0.1"
 # set by the runner for each broker: one value for all would break the cluster
 RESERVED = ("broker.id", "zookeeper.connect", "listeners", "advertised.listeners", "log.dir", "log.dirs")
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -61,6 +69,15 @@ def add_dev_cluster_command(sub: Any) -> None:
     cmd.add_argument("--security", choices=("ssl", "sasl_plaintext", "sasl_ssl"),
                      help="secure the listener (development only): a throwaway CA and certificate, SCRAM-SHA-512 "
                           "and PLAIN, an admin user; client settings in DIR/dev-security/client.properties")
+    cmd.add_argument("--base-port", type=int, default=DEFAULT_BASE_PORT, metavar="PORT",
+                     help=f"broker i listens on PORT + i - 1 (default {DEFAULT_BASE_PORT}: {DEFAULT_BASE_PORT}, "
+                          f"{DEFAULT_BASE_PORT + 1}, ...); a port in use is replaced by a free one; 0: free ports")
+    cmd.add_argument("--zookeeper-port", type=int, default=None, metavar="PORT",
+                     help=f"the port of the ZooKeeper it starts (default {DEFAULT_ZOOKEEPER_PORT}; in use: a free "
+                          f"one; 0: a free one)")
+    cmd.add_argument("--advertise-host", metavar="HOST",
+                     help="the host the brokers advertise to clients (advertised.listeners), e.g. localhost; "
+                          "they listen on 127.0.0.1 either way")
 
 
 class _Stop(BaseException):
@@ -128,6 +145,69 @@ def _parse_overrides(items: list[str], security: str | None = None) -> dict[str,
     for key in config.unknown:
         print(f"{PROG}: warning: unknown config {key} (the brokers ignore it)", file=sys.stderr)
     return overrides
+
+
+def port_free(port: int, host: str = HOST) -> bool:
+    """Whether a listener could bind `host:port` now (with SO_REUSEADDR, as the brokers and
+    ZooKeeper bind: a port whose last connections linger in TIME_WAIT counts as free)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def choose_ports(wanted: list[int], is_free=port_free, pick_free=None) -> tuple[list[int], list[int]]:
+    """The port to use for each of `wanted`: itself when free, else (and for 0) a free port, never
+    one chosen twice; and the indexes of the wanted ports that could not be had."""
+    from kbroker.cluster_runner import free_port
+
+    pick_free = pick_free or free_port
+    chosen: list[int] = []
+    replaced: list[int] = []
+    for i, port in enumerate(wanted):
+        if port and port not in chosen and is_free(port):
+            chosen.append(port)
+            continue
+        other = pick_free()
+        while other in chosen or other in wanted:
+            other = pick_free()
+        chosen.append(other)
+        if port:
+            replaced.append(i)
+    return chosen, replaced
+
+
+def _check_ports(args: argparse.Namespace) -> str | None:
+    """Why the port options are refused, or None."""
+    if not 0 <= args.base_port <= 65535 or (args.base_port and args.base_port + args.brokers - 1 > 65535):
+        return f"--base-port must leave room for {_brokers(args.brokers)} below 65536 (or be 0), got {args.base_port}"
+    if args.zookeeper_port is not None and args.zookeeper is not None:
+        return "--zookeeper-port is the port of the ZooKeeper dev-cluster starts; with --zookeeper it starts none"
+    if args.zookeeper_port is not None and not 0 <= args.zookeeper_port <= 65535:
+        return f"--zookeeper-port must be a port (0 to 65535), got {args.zookeeper_port}"
+    if args.advertise_host is not None and (not args.advertise_host.strip()
+                                            or re.search(r"[\s,/]", args.advertise_host)):
+        return f"--advertise-host needs a host name or address, got {args.advertise_host!r}"
+    return None
+
+
+def _plan_ports(args: argparse.Namespace, starts_zookeeper: bool) -> tuple[dict[int, int], int]:
+    """Each broker's port and ZooKeeper's (0 when it is not started here); a port in use is said
+    on stderr with the free one taken instead."""
+    ids = list(range(1, args.brokers + 1))
+    wanted = [args.base_port + i - 1 if args.base_port else 0 for i in ids]
+    zk_port = DEFAULT_ZOOKEEPER_PORT if args.zookeeper_port is None else args.zookeeper_port
+    wanted_zk = [zk_port] if starts_zookeeper else []
+    ports = wanted + wanted_zk
+    chosen, replaced = choose_ports(ports)
+    names = [f"broker {i}" for i in ids] + ["ZooKeeper"] * len(wanted_zk)
+    for i in replaced:
+        print(f"{PROG}: port {ports[i]} is in use: {names[i]} listens on {HOST}:{chosen[i]} instead",
+              file=sys.stderr, flush=True)
+    return dict(zip(ids, chosen)), (chosen[-1] if starts_zookeeper else 0)
 
 
 def _zookeeper_reachable(connect: str) -> str | None:
@@ -249,12 +329,22 @@ def _stop(cluster: LocalCluster, grace_s: float = 30.0) -> list[str]:
 
 def _secure(cluster: LocalCluster, directory: Path, security: str):
     """Set the cluster up for `--security`: the brokers' security keys in an owner-only
-    server.properties they all read, the listener's protocol, the readiness check's TLS."""
+    server.properties they all read, the listener's protocol, the readiness check's TLS (the
+    certificate also names the advertised host)."""
+    import ipaddress
     import ssl
 
     from kbroker.dev_security import dev_setup, write_properties
 
-    setup = dev_setup(directory, security)
+    hosts, ips = ["localhost"], [HOST]
+    extra = cluster.advertised_host
+    if extra and extra not in hosts + ips:
+        try:
+            ipaddress.ip_address(extra)
+            ips.append(extra)
+        except ValueError:
+            hosts.append(extra)
+    setup = dev_setup(directory, security, tuple(hosts), tuple(ips))
     keys = {k: v for k, v in setup.broker_config().items() if k != "listeners"}  # each broker gets its own
     cluster.config_file = write_properties(directory / "server-security.properties", keys,
                                            f"kbroker dev-cluster --security {security}: every broker's listener keys")
@@ -274,15 +364,22 @@ def _admin_user(setup, cluster: LocalCluster) -> None:
 def _describe_security(setup, cluster: LocalCluster, directory: Path) -> None:
     from kbroker.dev_security import CLIENT_PROPERTIES, write_client_properties
 
-    properties = write_client_properties(directory / CLIENT_PROPERTIES, setup.client_config(cluster.bootstrap))
-    print(setup.describe(cluster.bootstrap, properties), flush=True)
+    bootstrap = client_bootstrap(cluster)
+    properties = write_client_properties(directory / CLIENT_PROPERTIES, setup.client_config(bootstrap))
+    print(setup.describe(bootstrap, properties), flush=True)
+
+
+def client_bootstrap(cluster: LocalCluster) -> str:
+    """The bootstrap list clients are given: the advertised host (else 127.0.0.1) and each port."""
+    return ",".join(f"{cluster.advertised_host or b.host}:{b.port}" for b in cluster.brokers.values())
 
 
 def _describe(cluster: LocalCluster, base: Path) -> None:
     for broker_id, broker in cluster.brokers.items():
-        print(f"broker {broker_id}: {broker.address} (pid {broker.proc.pid}), data: {broker.data_dir / 'data'}, "
-              f"log: {broker.log_path}")
-    print(f"bootstrap: {cluster.bootstrap}")
+        advertised = f", advertised as {cluster.advertised_host}:{broker.port}" if cluster.advertised_host else ""
+        print(f"broker {broker_id}: {broker.address} (pid {broker.proc.pid}){advertised}, "
+              f"data: {broker.data_dir / 'data'}, log: {broker.log_path}")
+    print(f"bootstrap: {client_bootstrap(cluster)}")
     logs = [str(base / "broker-*" / "broker.log")]
     if cluster.zookeeper is not None:
         logs.append(str(cluster.zookeeper.log_path))
@@ -317,6 +414,9 @@ def run_dev_cluster(args: argparse.Namespace) -> int:
     overrides = _parse_overrides(args.override, security)
     if isinstance(overrides, str):
         return _fail(overrides)
+    problem = _check_ports(args)
+    if problem is not None:
+        return _fail(problem)
     if args.zookeeper is None:
         if zookeeper_classpath() is None:
             return _fail("ZooKeeper is not installed (Debian: apt-get install zookeeper) or java is missing; "
@@ -335,7 +435,9 @@ def run_dev_cluster(args: argparse.Namespace) -> int:
         return _fail(f"{base} is in use by another dev-cluster")
 
     setup = None
-    cluster = LocalCluster(base, args.brokers, overrides=overrides, zookeeper_connect=args.zookeeper)
+    broker_ports, zookeeper_port = _plan_ports(args, starts_zookeeper=args.zookeeper is None)
+    cluster = LocalCluster(base, args.brokers, overrides=overrides, zookeeper_connect=args.zookeeper,
+                           broker_ports=broker_ports, advertised_host=args.advertise_host)
     if security:
         try:
             setup = _secure(cluster, base / "dev-security", security)
@@ -351,7 +453,7 @@ def run_dev_cluster(args: argparse.Namespace) -> int:
             if args.zookeeper is None:
                 print(f"{PROG}: starting ZooKeeper and {_brokers(args.brokers)} in {base}", flush=True)
                 # registered before it starts, so a stop during its start-up stops it too
-                cluster.zookeeper = ZooKeeperServer(base / "zookeeper")
+                cluster.zookeeper = ZooKeeperServer(base / "zookeeper", port=zookeeper_port)
                 cluster.zookeeper.start()
                 cluster.zookeeper_connect = cluster.zookeeper.connect
                 print(f"zookeeper: {cluster.zookeeper.connect} (pid {cluster.zookeeper.proc.pid}), "

@@ -13,6 +13,7 @@ reconfigures what reads them once (logs' configs, the throttles) — everything 
 from __future__ import annotations
 
 import logging
+import re
 from itertools import dropwhile
 from typing import Any, Iterable, Mapping
 
@@ -23,18 +24,22 @@ from kbroker.config import (
     BrokerConfig,
     ConfigEntry,
     ConfigSource,
+    ConfigType,
     broker_config_def,
     format_value,
     parse_value,
 )
 from kbroker.config_security import split_listener_key
 from kbroker.errors import InvalidConfigError
+from kbroker.kafka_broker_configs import KAFKA_BROKER_CONFIG_TYPES
 
 logger = logging.getLogger(__name__)
 
 
-# Kafka's DynamicLogConfig.ReconfigurableConfigs: the first broker synonym of each topic config
-_LOG_KEYS = {synonyms[0] for _, synonyms in TOPIC_CONFIGS.values() if synonyms} | {"log.message.downconversion.enable"}
+# Kafka's DynamicLogConfig.ReconfigurableConfigs: the first broker synonym of each topic config, but
+# message.format.version's (NonReconfigrableLogConfigs)
+_LOG_KEYS = ({synonyms[0] for _, synonyms in TOPIC_CONFIGS.values() if synonyms} | {"log.message.downconversion.enable"}) \
+    - {"log.message.format.version"}
 _CLEANER_KEYS = {"log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
                  "log.cleaner.io.buffer.size", "message.max.bytes", "log.cleaner.io.max.bytes.per.second",
                  "log.cleaner.backoff.ms"}
@@ -95,12 +100,24 @@ def is_per_broker(key: str) -> bool:
     base = _listener_base(key)
     if base is not None:
         return base not in _CLUSTER_LEVEL_LISTENER_KEYS
+    custom_base = _CUSTOM_LISTENER_KEY.fullmatch(key)  # Kafka's ListenerConfigRegex, whatever the base
+    if custom_base is not None:
+        return custom_base.group(1) not in _CLUSTER_LEVEL_LISTENER_KEYS
     return key in PER_BROKER_KEYS
+
+
+_CUSTOM_LISTENER_KEY = re.compile(r"listener\.name\.[^.]*\.(.*)")
+
+
+def is_custom(key: str) -> bool:
+    """A key that is no broker config of kbroker's nor of Kafka 3.9's: Kafka stores such a key in
+    a broker's (or the cluster-wide) dynamic configs and shows it back in DescribeConfigs
+    (DynamicConfig.Broker allows custom props); it has no effect, on Kafka as on kbroker."""
+    return broker_config_def(key) is None and key not in KAFKA_BROKER_CONFIG_TYPES
 # what kbroker stores and describes but does not act on (docs/configuration.md)
 NO_EFFECT_KEYS = frozenset(THREAD_KEYS | {"num.network.threads", "log.cleaner.threads",
                                           "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.load.factor",
                                           "log.cleaner.io.buffer.size", "log.cleaner.io.max.bytes.per.second",
-                                          "max.connections.per.ip", "max.connections.per.ip.overrides",
                                           "max.connection.creation.rate", "listener.security.protocol.map",
                                           "metric.reporters", "transaction.partition.verification.enable",
                                           "log.message.downconversion.enable", "unclean.leader.election.enable",
@@ -132,10 +149,10 @@ def validate_alter(config: BrokerConfig, resource_name: str, props: Mapping[str,
         return InvalidConfigError(f"Invalid config value for resource ConfigResource(type=BROKER, "
                                   f"name='{resource_name}'): {message}")
 
-    unknown = [k for k in props if broker_config_def(k) is None]
-    if unknown:  # Kafka stores custom keys; kbroker would silently ignore them, so it refuses
-        raise refuse(f"Unknown broker config name: {_scala_set(unknown)}")
-    static = [k for k in props if not is_dynamic(k)]
+    # Kafka's three kinds of key: its dynamic ones (validated, applied), its static ones (refused,
+    # also those kbroker does not define), and custom keys, stored as they are and shown back
+    custom = {k: v for k, v in props.items() if is_custom(k)}
+    static = [k for k in props if k not in custom and not is_dynamic(k)]
     if static:
         raise refuse(f"Cannot update these configs dynamically: {_scala_set(static)}")
     unprefixed = [k for k in props if k in SECURITY_RELOAD_KEYS]
@@ -143,9 +160,10 @@ def validate_alter(config: BrokerConfig, resource_name: str, props: Mapping[str,
         raise refuse("These security configs can be dynamically updated only per-listener using the listener "
                      f"prefix: {_scala_set(unprefixed)}")
     try:
-        typed = {k: parse_value(broker_config_def(k), v) for k, v in props.items()}
+        typed = {k: parse_value(broker_config_def(k), v) for k, v in props.items() if k not in custom}
     except InvalidConfigError as exc:
         raise refuse(str(exc)) from None
+    typed.update(custom)  # kept as the strings they are: no definition reads them
     per_broker_keys = {k for k in props if is_per_broker(k)}
     if not per_broker and per_broker_keys:
         raise refuse("Cannot update these configs at default cluster level, broker id must be specified: "
@@ -201,6 +219,9 @@ def _typed_layer(stored: Mapping[str, str], per_broker: bool, what: str) -> dict
     fromPersistentProps ignores it (a key stored by a newer version, by hand, ...)."""
     typed = {}
     for key, value in stored.items():
+        if is_custom(key) and (per_broker or not is_per_broker(key)):  # stored and shown back, as Kafka does
+            typed[key] = value
+            continue
         definition = broker_config_def(key)
         if definition is None or not is_dynamic(key) or (not per_broker and is_per_broker(key)):
             logger.warning("ignoring the %s dynamic config %s: it cannot be set there at run time", what, key)
@@ -233,10 +254,15 @@ def describe_broker_config(config: BrokerConfig, per_broker: bool = True) -> lis
     static, default); for the empty name, only the cluster-wide default configs set. A config that
     cannot change at run time is read-only."""
     scoped = {k for layer, _ in config.layers() for k in layer if k.startswith("listener.name.")}
-    names = sorted({*BROKER_CONFIGS, *BROKER_QUOTA_CONFIGS, *scoped}) if per_broker else sorted(config.dynamic_default)
+    undefined = {k for layer, _ in config.layers() for k in layer if broker_config_def(k) is None} | set(config.unknown)
+    names = sorted({*BROKER_CONFIGS, *BROKER_QUOTA_CONFIGS, *scoped, *undefined}) if per_broker \
+        else sorted(config.dynamic_default)
     entries = []
     for name in names:
         definition = broker_config_def(name)
+        if definition is None:
+            entries.append(_undefined_entry(config, name, per_broker))
+            continue
         group = broker_synonyms(name)
         synonyms = config.set_synonyms(group) + [(n, format_value(broker_config_def(n).default),
                                                   ConfigSource.DEFAULT_CONFIG)
@@ -253,3 +279,20 @@ def describe_broker_config(config: BrokerConfig, per_broker: bool = True) -> lis
                                    definition.doc, tuple(synonyms)))
     return entries
 
+
+
+def _undefined_entry(config: BrokerConfig, name: str, per_broker: bool) -> ConfigEntry:
+    """A set key kbroker has no definition for — a custom dynamic config, or an unknown key of the
+    properties file — as Kafka's ConfigHelper describes it: with Kafka's type when Kafka knows the
+    key, else no type and, as Kafka treats a key of unknown type, sensitive (no value shown);
+    read-only (no dynamic config of Kafka's); its source and synonyms from where it is set."""
+    layers = [*config.layers(), (config.unknown, ConfigSource.STATIC_BROKER_CONFIG)]
+    if not per_broker:
+        layers = [(config.dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+    kafka_type = KAFKA_BROKER_CONFIG_TYPES.get(name)
+    sensitive = kafka_type is None or kafka_type == "PASSWORD"
+    synonyms = [(name, None if sensitive else str(layer[name]), source) for layer, source in layers if name in layer]
+    value = None if sensitive or not synonyms else synonyms[0][1]
+    config_type = ConfigType[kafka_type] if kafka_type is not None else ConfigType.UNKNOWN
+    return ConfigEntry(name, value, synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG, not is_dynamic(name),
+                       sensitive, config_type, None, tuple(synonyms))

@@ -147,3 +147,75 @@ def test_metrics_listener_is_an_http_address(text, expected):
 def test_a_wrong_metrics_listener_is_refused(text):
     with pytest.raises(InvalidConfigError, match="for configuration metrics.listener: expected http://host:port"):
         BrokerConfig.from_dict({"metrics.listener": text})
+
+
+# ---- DescribeConfigs of a topic lists what Kafka 3.9 lists (issue 22, item 6) ------------------
+
+# Kafka 3.9.0's LogConfig (every topic config, none internal) with its defaults, as its ConfigDef gives them
+KAFKA_39_TOPIC_DEFAULTS = {
+    "cleanup.policy": "delete", "compression.gzip.level": "-1", "compression.lz4.level": "9",
+    "compression.type": "producer", "compression.zstd.level": "3", "delete.retention.ms": "86400000",
+    "file.delete.delay.ms": "60000", "flush.messages": "9223372036854775807", "flush.ms": "9223372036854775807",
+    "follower.replication.throttled.replicas": "", "index.interval.bytes": "4096",
+    "leader.replication.throttled.replicas": "", "local.retention.bytes": "-2", "local.retention.ms": "-2",
+    "max.compaction.lag.ms": "9223372036854775807", "max.message.bytes": "1048588",
+    "message.downconversion.enable": "true", "message.format.version": "3.0-IV1",
+    "message.timestamp.after.max.ms": "9223372036854775807", "message.timestamp.before.max.ms": "9223372036854775807",
+    "message.timestamp.difference.max.ms": "9223372036854775807", "message.timestamp.type": "CreateTime",
+    "min.cleanable.dirty.ratio": "0.5", "min.compaction.lag.ms": "0", "min.insync.replicas": "1",
+    "preallocate": "false", "remote.log.copy.disable": "false", "remote.log.delete.on.disable": "false",
+    "remote.storage.enable": "false", "retention.bytes": "-1", "retention.ms": "604800000",
+    "segment.bytes": "1073741824", "segment.index.bytes": "10485760", "segment.jitter.ms": "0",
+    "segment.ms": "604800000", "unclean.leader.election.enable": "false",
+}
+
+
+def test_a_topic_describes_every_kafka_39_config_with_kafkas_defaults():
+    entries = {e.name: e for e in describe_topic_config(BrokerConfig(), {})}
+    assert set(KAFKA_39_TOPIC_DEFAULTS) <= set(entries)
+    differ = {k: (entries[k].value, v) for k, v in KAFKA_39_TOPIC_DEFAULTS.items() if entries[k].value != v}
+    assert differ == {"retention.ms": ("1209600000", "604800000")}  # kbroker's documented two weeks
+    assert all(entries[k].source == ConfigSource.DEFAULT_CONFIG and not entries[k].read_only
+               for k in KAFKA_39_TOPIC_DEFAULTS)
+
+
+def test_the_default_synonyms_are_kafkas_each_in_its_own_unit():
+    """Kafka's ConfigHelper lists each broker synonym that has a default, in that key's unit."""
+    entries = {e.name: e for e in describe_topic_config(BrokerConfig(), {})}
+    default = ConfigSource.DEFAULT_CONFIG
+    assert entries["retention.ms"].synonyms == (("log.retention.hours", "336", default),)
+    assert entries["segment.ms"].synonyms == (("log.roll.hours", "168", default),)
+    assert entries["segment.jitter.ms"].synonyms == (("log.roll.jitter.hours", "0", default),)
+    assert entries["flush.ms"].synonyms == (("log.flush.scheduler.interval.ms", "9223372036854775807", default),)
+    assert entries["message.format.version"].synonyms == (("log.message.format.version", "3.0-IV1", default),)
+    assert entries["message.downconversion.enable"].synonyms == (
+        ("log.message.downconversion.enable", "true", default),)
+    assert entries["compression.zstd.level"].synonyms == (("compression.zstd.level", "3", default),)
+    assert entries["remote.log.copy.disable"].synonyms == ()
+    static = {e.name: e for e in describe_topic_config(BrokerConfig.from_dict({"log.retention.ms": "5000"}), {})}
+    assert static["retention.ms"].synonyms == (("log.retention.ms", "5000", ConfigSource.STATIC_BROKER_CONFIG),
+                                               ("log.retention.hours", "336", default))
+    # flush.ms falls back on log.flush.scheduler.interval.ms, as Kafka's synonyms say
+    fallback = BrokerConfig.from_dict({"log.flush.scheduler.interval.ms": "2000"})
+    assert log_config_for(fallback, {}).flush_interval_ms == 2000
+
+
+def test_the_new_topic_configs_validate_with_kafkas_words():
+    assert validate_topic_configs({"message.format.version": "2.8", "compression.gzip.level": "-1",
+                                   "compression.zstd.level": "-131072", "message.downconversion.enable": "false",
+                                   "remote.log.copy.disable": "true"}) == {
+        "message.format.version": "2.8", "compression.gzip.level": -1, "compression.zstd.level": -131072,
+        "message.downconversion.enable": False, "remote.log.copy.disable": True}
+    for key, value, words in (
+            ("compression.gzip.level", "0", "Value must be between 1 and 9 or equal to -1"),
+            ("compression.lz4.level", "18", "Value must be no more than 17"),
+            ("compression.zstd.level", "23", "Value must be no more than 22"),
+            ("message.format.version", "9.9", "Version 9.9 is not a valid version"),
+            ("message.downconversion.enable", "maybe", "Expected value to be either true or false")):
+        with pytest.raises(InvalidConfigError, match=f"Invalid value {value} for configuration {key}: {words}"):
+            validate_topic_configs({key: value})
+
+
+def test_partitions_retire_from_is_an_operation_not_a_topic_config():
+    with pytest.raises(InvalidConfigError, match="partitions.retire.from is not a topic config"):
+        validate_topic_configs({"partitions.retire.from": "2"})

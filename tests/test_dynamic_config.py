@@ -41,7 +41,7 @@ def test_validate_alter_types_values_and_refuses_with_kafkas_words():
                                        "value should not be greater than double the current value 8",
         ("0", "num.io.threads", "3"): "value should be at least half the current value 8",
         ("0", "advertised.listeners", "nonsense"): "Unable to parse nonsense to a broker endpoint",
-        ("0", "no.such.key", "1"): "Unknown broker config name: Set(no.such.key)",
+        ("0", "process.roles", "broker"): "Cannot update these configs dynamically: Set(process.roles)",  # Kafka's
     }
     for (name, key, value), words in cases.items():
         with pytest.raises(InvalidConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
@@ -114,8 +114,64 @@ def test_a_topic_shows_the_dynamic_default_it_inherits():
     assert entries["retention.ms"].synonyms[0] == ("log.retention.ms", "60000",
                                                    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
     assert [s[2] for s in entries["segment.bytes"].synonyms] == [ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
-                                                                 ConfigSource.STATIC_BROKER_CONFIG]
+                                                                 ConfigSource.STATIC_BROKER_CONFIG,
+                                                                 ConfigSource.DEFAULT_CONFIG]  # Kafka lists it too
     overridden = _entries(describe_topic_config(config, {"retention.ms": "5"}))["retention.ms"]
     assert [s[2] for s in overridden.synonyms][:2] == [ConfigSource.DYNAMIC_TOPIC_CONFIG,
                                                        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
     assert entries["segment.ms"].value == str(168 * HOUR_MS)
+
+
+# ---- keys kbroker does not define (issue 22, item 2): Kafka 3.9's three kinds of key ----------
+
+
+def test_kafkas_dynamic_keys_are_kbrokers_and_log_message_format_version_is_static():
+    from kbroker.kafka_broker_configs import KAFKA_BROKER_CONFIG_TYPES, KAFKA_DYNAMIC_BROKER_CONFIGS
+
+    # every key Kafka 3.9 changes at run time is a dynamic key of kbroker's (else it would be refused
+    # as static), and no static key of Kafka's is dynamic here
+    assert KAFKA_DYNAMIC_BROKER_CONFIGS <= DYNAMIC_BROKER_KEYS
+    assert not (DYNAMIC_BROKER_KEYS - KAFKA_DYNAMIC_BROKER_CONFIGS) & set(KAFKA_BROKER_CONFIG_TYPES)
+    assert {"compression.gzip.level", "compression.lz4.level", "compression.zstd.level"} <= DYNAMIC_BROKER_KEYS
+    assert "log.message.format.version" not in DYNAMIC_BROKER_KEYS  # Kafka's NonReconfigrableLogConfigs
+    assert len(KAFKA_BROKER_CONFIG_TYPES) == 328 and KAFKA_BROKER_CONFIG_TYPES["process.roles"] == "LIST"
+
+
+def test_a_custom_key_is_stored_as_it_is_and_a_static_key_of_kafkas_is_refused():
+    config = BrokerConfig.from_dict({})
+    assert validate_alter(config, "0", {"cleanup.policy": "compact", "my.app.flag": "on"}) == {
+        "cleanup.policy": "compact", "my.app.flag": "on"}  # no such broker keys: custom, as Kafka answers OK
+    assert validate_alter(config, "", {"my.app.flag": "on"}) == {"my.app.flag": "on"}
+    for key, value in (("process.roles", "broker"), ("log.dirs", "/x"), ("num.partitions", "3"),
+                       ("log.message.format.version", "2.8")):
+        with pytest.raises(InvalidConfigError, match=rf"Cannot update these configs dynamically: Set\({key}\)"):
+            validate_alter(config, "0", {key: value, "my.app.flag": "on"})
+    with pytest.raises(InvalidConfigError, match="broker id must be specified"):  # Kafka's ListenerConfigRegex
+        validate_alter(config, "", {"listener.name.internal.my.app.flag": "x"})
+
+
+def test_custom_keys_are_kept_in_the_layers_and_described_as_kafka_describes_them():
+    config = BrokerConfig.from_dict({"my.static.thing": "s", "num.replica.alter.log.dirs.threads": "4"})
+    assert apply_stored(config, {"cleanup.policy": "compact", "log.retention.ms": "5000"},
+                        {"my.app.flag": "on", "cleanup.policy": "delete"})
+    assert config.get("cleanup.policy") == "compact" and config.get("log.retention.ms") == 5000
+    entries = {e.name: e for e in describe_broker_config(config)}
+    custom = entries["cleanup.policy"]
+    # Kafka: no type known, so treated as sensitive (no value); not a dynamic config of Kafka's: read-only
+    assert (custom.value, custom.sensitive, custom.read_only, custom.type.name, custom.source) == (
+        None, True, True, "UNKNOWN", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert custom.synonyms == (("cleanup.policy", None, ConfigSource.DYNAMIC_BROKER_CONFIG),
+                               ("cleanup.policy", None, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG))
+    assert entries["my.app.flag"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert entries["my.static.thing"].source == ConfigSource.STATIC_BROKER_CONFIG and entries["my.static.thing"].sensitive
+    kafkas = entries["num.replica.alter.log.dirs.threads"]  # a static key of Kafka's kbroker does not define
+    assert (kafkas.value, kafkas.sensitive, kafkas.type.name, kafkas.read_only) == ("4", False, "INT", True)
+    defaults = {e.name: e for e in describe_broker_config(config, per_broker=False)}
+    assert set(defaults) == {"my.app.flag", "cleanup.policy"}
+    assert defaults["cleanup.policy"].synonyms == (("cleanup.policy", None, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),)
+
+
+def test_a_stored_static_key_is_ignored_and_a_custom_one_is_not():
+    config = BrokerConfig.from_dict({})
+    assert apply_stored(config, {"log.dirs": "/elsewhere", "process.roles": "broker", "x.y": "1"}, {})
+    assert config.dynamic == {"x.y": "1"}

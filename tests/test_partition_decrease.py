@@ -78,3 +78,49 @@ def test_update_metadata_hides_retired_partitions_and_leader_and_isr_keeps_them(
     assert leaders == {0: 1, 1: 1, 2: LEADER_DURING_DELETE, 3: LEADER_DURING_DELETE}
     lai = wire(req.LEADER_AND_ISR, req.leader_and_isr(ctx, 1, ctx.live_brokers[2], parts))
     assert sorted(p.partition_index for t in lai.topic_states for p in t.partition_states) == [0, 1, 2, 3]
+
+
+# ---- the explicit request (issue 22, item 3): never CreatePartitions ------------------------------
+
+
+class _FakeAdmin:
+    """What `shrink.decrease` asks of the admin client, recorded."""
+
+    timeout, security = 5.0, None
+
+    def __init__(self, partitions: int) -> None:
+        from types import SimpleNamespace
+
+        self.topic = SimpleNamespace(partitions=[SimpleNamespace(partition=p) for p in range(partitions)])
+        self.calls: list = []
+
+    def describe_topics(self, topics):
+        return {}, [self.topic]
+
+    def alter_topic_configs(self, name, set_configs, delete_configs):
+        self.calls.append(("IncrementalAlterConfigs", name, dict(set_configs), list(delete_configs)))
+
+    def create_partitions(self, name, count):
+        self.calls.append(("CreatePartitions", name, count))
+
+    def committed_offsets(self, group):
+        return {("t", 2): 10, ("t", 3): 20}
+
+
+def test_the_decrease_is_one_incremental_alter_configs_of_partitions_retire_from(monkeypatch):
+    from kbroker.admin import shrink
+
+    monkeypatch.setattr(shrink, "_wait_everyone_lists", lambda *a, **k: None)
+    ends = {2: 10, 3: 20}
+    monkeypatch.setattr(shrink, "_leader_and_end", lambda admin, brokers, topic, p, deadline:
+                        (None, ends[p]) if p in ends else None)
+    admin = _FakeAdmin(4)
+    assert shrink.decrease(admin, "t", 2, partitioner="consistent_random") == {2: 10, 3: 20}
+    assert admin.calls == [("IncrementalAlterConfigs", "t", {"retired.records.partitioner": "consistent_random",
+                                                             "partitions.retire.from": "2"}, [])]
+    admin = _FakeAdmin(4)
+    shrink.decrease(admin, "t", 2)
+    assert admin.calls == [("IncrementalAlterConfigs", "t", {"partitions.retire.from": "2"}, [])]
+    again = _FakeAdmin(2)  # run again after the decrease (Metadata lists 2): no request, only the wait
+    shrink.decrease(again, "t", 2)
+    assert again.calls == []

@@ -66,6 +66,32 @@
 //   admin <bootstrap> alter-log-dir <broker> <topic> <p> <dir>
 //       alterReplicaLogDirs({(topic, p, broker): dir}); {"call":"alter-log-dir","result":"ok"} or
 //       {"call":"alter-log-dir","error":"<exception class>","message":".."} (exit status 0)
+//   admin <bootstrap> create-acl <TYPE> <name> <PATTERN> <principal> <host> <OPERATION> <PERMISSION>
+//       createAcls of one binding (Java's enum names: TOPIC, PREFIXED, READ, ALLOW):
+//       {"call":"create-acl","result":"ok"} or {"call":"create-acl","error":"<simple class>","message":".."}
+//   admin <bootstrap> describe-acls <TYPE> <name|-> <PATTERN> [principal|-]
+//       describeAcls (any host, operation, permission): one JSON line per binding {"resourceType":..,"name":..,
+//       "patternType":..,"principal":..,"host":..,"operation":..,"permissionType":..}, then
+//       {"call":"describe-acls","result":"ok"}; or the error line
+//   admin <bootstrap> delete-acls (<TYPE> <name|-> <PATTERN> <principal|-> <OPERATION> <PERMISSION>)...
+//       deleteAcls of those filters (any host): a JSON line per deleted binding, then the ok line; or the error line
+//   admin <bootstrap> create-partitions <topic> <count>
+//       createPartitions({topic: NewPartitions.increaseTo(count)}); {"call":"create-partitions","result":"ok"} or
+//       {"call":"create-partitions","error":"<simple class>","message":".."} (exit status 0)
+//   admin <bootstrap> legacy-alter-configs broker|topic NAME validate|apply K=V ...
+//       the deprecated Admin.alterConfigs (AlterConfigs, the whole config of the resource): {"result":"ok"} or
+//       {"result":"<simple class>","message":".."}, as alter-configs answers IncrementalAlterConfigs
+//   admin <bootstrap> script
+//       many calls through one Admin (compat-tests/test_acl_matrix.py): one call a line on stdin
+//       (create-topic T, delete-topic T, create-partitions T N, describe-configs topic|broker NAME,
+//       alter-configs topic|broker NAME K=V, describe-group G, list-groups, delete-group G,
+//       list-group-offsets G, delete-group-offsets G T P, describe-log-dirs B, elect T P, list-offsets T P,
+//       describe-topic T, list-topics, delete-records T P OFFSET, describe-producers T P,
+//       list-reassignments, describe-transaction X, list-transactions, describe-scram), one JSON line each:
+//       {"call":"<line>","result":"ok"[,"value":..]} or {"call":"<line>","error":"<simple class>","message":".."}
+//   admin <bootstrap> describe-configs-full broker|topic NAME
+//       describeConfigs with synonyms: one JSON line per config, the describe-configs fields plus
+//       "sensitive" and "type" (ConfigEntry.ConfigType's name)
 //   spark <bootstrap> <topic> <timeout_ms>
 //       the connector's read path: describeTopics, listOffsets earliest+latest, then per partition a
 //       consumer (group.id set, auto.offset.reset=none, no auto commit) assign+seek+poll up to latest.
@@ -540,6 +566,19 @@ public final class KbrokerHarness {
                 }
                 case "alter-quotas": alterQuotas(admin, args); break;
                 case "describe-quotas": describeQuotas(admin, args); break;
+                case "create-acl":  // TYPE NAME PATTERN PRINCIPAL HOST OPERATION PERMISSION (compat-tests/test_acls_admin.py)
+                    createAcl(admin, args);
+                    break;
+                case "describe-acls":  // TYPE NAME|- PATTERN [PRINCIPAL|-]
+                    describeAcls(admin, args);
+                    break;
+                case "delete-acls":  // (TYPE NAME|- PATTERN PRINCIPAL|- OPERATION PERMISSION)... one filter per six
+                    deleteAcls(admin, args);
+                    break;
+                case "create-partitions": createPartitions(admin, args[3], Integer.parseInt(args[4])); break;
+                case "legacy-alter-configs": legacyAlterConfigs(admin, args); break;
+                case "describe-configs-full": describeConfigsFull(admin, configResource(args[3], args[4])); break;
+                case "script": adminScript(admin); break;  // one call a line on stdin (compat-tests/aclkit.py)
                 default:
                     throw new IllegalArgumentException("unknown admin call " + args[2]);
             }
@@ -675,6 +714,57 @@ public final class KbrokerHarness {
             } else {
                 emit(head + ",\"result\":\"ok\"}");
             }
+        }
+    }
+
+    // ---- CreatePartitions, the deprecated AlterConfigs, DescribeConfigs with every field (issue 22:
+    // test_create_partitions_decrease.py, test_cluster_decrease.py, test_broker_custom_configs.py,
+    // test_topic_configs_39.py); the broker's refusal is a JSON line, not a harness failure
+
+    static void createPartitions(Admin admin, String topic, int count) throws Exception {
+        try {
+            admin.createPartitions(Collections.singletonMap(topic,
+                    org.apache.kafka.clients.admin.NewPartitions.increaseTo(count))).all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+            emit("{\"call\":\"create-partitions\",\"result\":\"ok\"}");
+        } catch (ExecutionException e) {
+            emit("{\"call\":\"create-partitions\",\"error\":" + jsonString(e.getCause().getClass().getSimpleName())
+                    + ",\"message\":" + jsonString(String.valueOf(e.getCause().getMessage())) + "}");
+        }
+    }
+
+    @SuppressWarnings("deprecation")
+    static void legacyAlterConfigs(Admin admin, String[] args) throws Exception {
+        org.apache.kafka.common.config.ConfigResource resource = configResource(args[3], args[4]);
+        List<org.apache.kafka.clients.admin.ConfigEntry> entries = new ArrayList<>();
+        for (int i = 6; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            entries.add(new org.apache.kafka.clients.admin.ConfigEntry(kv[0], kv.length > 1 ? kv[1] : ""));
+        }
+        try {
+            admin.alterConfigs(Collections.singletonMap(resource, new org.apache.kafka.clients.admin.Config(entries)),
+                    new org.apache.kafka.clients.admin.AlterConfigsOptions().validateOnly("validate".equals(args[5])))
+                    .all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+            emit("{\"result\":\"ok\"}");
+        } catch (ExecutionException e) {
+            emit("{\"result\":" + jsonString(e.getCause().getClass().getSimpleName()) + ",\"message\":"
+                    + jsonString(String.valueOf(e.getCause().getMessage())) + "}");
+        }
+    }
+
+    static void describeConfigsFull(Admin admin, org.apache.kafka.common.config.ConfigResource resource) throws Exception {
+        org.apache.kafka.clients.admin.Config config = admin.describeConfigs(Collections.singletonList(resource),
+                new org.apache.kafka.clients.admin.DescribeConfigsOptions().includeSynonyms(true))
+                .all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS).get(resource);
+        for (org.apache.kafka.clients.admin.ConfigEntry e : config.entries()) {
+            StringBuilder syn = new StringBuilder();
+            for (org.apache.kafka.clients.admin.ConfigEntry.ConfigSynonym s : e.synonyms())
+                syn.append(syn.length() > 0 ? "," : "").append("[").append(jsonString(s.name())).append(",")
+                        .append(s.value() == null ? "null" : jsonString(s.value())).append(",")
+                        .append(jsonString(s.source().name())).append("]");
+            emit("{\"name\":" + jsonString(e.name()) + ",\"value\":" + (e.value() == null ? "null" : jsonString(e.value()))
+                    + ",\"source\":" + jsonString(e.source().name()) + ",\"readOnly\":" + e.isReadOnly()
+                    + ",\"sensitive\":" + e.isSensitive() + ",\"type\":" + jsonString(e.type().name())
+                    + ",\"synonyms\":[" + syn + "]}");
         }
     }
 
@@ -874,6 +964,210 @@ public final class KbrokerHarness {
                     + ",\"currentLag\":" + info.getCurrentReplicaOffsetLag() + ",\"future\":"
                     + (info.getFutureReplicaLogDir() == null ? "null" : jsonString(info.getFutureReplicaLogDir()))
                     + ",\"futureLag\":" + info.getFutureReplicaOffsetLag() + "}");
+        }
+    }
+
+    // ---- ACLs: Admin.createAcls / describeAcls / deleteAcls, enum names as Java spells them (TOPIC,
+    // PREFIXED, READ, ALLOW), "-" for a null name/principal; the broker's refusal is a JSON line too.
+
+    static String aclJson(org.apache.kafka.common.acl.AclBinding b) {
+        return "{\"resourceType\":" + jsonString(b.pattern().resourceType().name()) + ",\"name\":"
+                + jsonString(b.pattern().name()) + ",\"patternType\":" + jsonString(b.pattern().patternType().name())
+                + ",\"principal\":" + jsonString(b.entry().principal()) + ",\"host\":" + jsonString(b.entry().host())
+                + ",\"operation\":" + jsonString(b.entry().operation().name()) + ",\"permissionType\":"
+                + jsonString(b.entry().permissionType().name()) + "}";
+    }
+
+    static String aclError(String call, Throwable e) {
+        Throwable cause = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+        return "{\"call\":" + jsonString(call) + ",\"error\":" + jsonString(cause.getClass().getSimpleName())
+                + ",\"message\":" + jsonString(String.valueOf(cause.getMessage())) + "}";
+    }
+
+    static String orNull(String s) {
+        return "-".equals(s) ? null : s;
+    }
+
+    static void createAcl(Admin admin, String[] args) throws Exception {
+        org.apache.kafka.common.acl.AclBinding binding = new org.apache.kafka.common.acl.AclBinding(
+                new org.apache.kafka.common.resource.ResourcePattern(
+                        org.apache.kafka.common.resource.ResourceType.valueOf(args[3]), args[4],
+                        org.apache.kafka.common.resource.PatternType.valueOf(args[5])),
+                new org.apache.kafka.common.acl.AccessControlEntry(args[6], args[7],
+                        org.apache.kafka.common.acl.AclOperation.valueOf(args[8]),
+                        org.apache.kafka.common.acl.AclPermissionType.valueOf(args[9])));
+        try {
+            admin.createAcls(Collections.singletonList(binding)).all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+            emit("{\"call\":\"create-acl\",\"result\":\"ok\"}");
+        } catch (ExecutionException e) {
+            emit(aclError("create-acl", e));
+        }
+    }
+
+    static void describeAcls(Admin admin, String[] args) throws Exception {
+        org.apache.kafka.common.acl.AclBindingFilter filter = new org.apache.kafka.common.acl.AclBindingFilter(
+                new org.apache.kafka.common.resource.ResourcePatternFilter(
+                        org.apache.kafka.common.resource.ResourceType.valueOf(args[3]), orNull(args[4]),
+                        org.apache.kafka.common.resource.PatternType.valueOf(args[5])),
+                new org.apache.kafka.common.acl.AccessControlEntryFilter(args.length > 6 ? orNull(args[6]) : null, null,
+                        org.apache.kafka.common.acl.AclOperation.ANY, org.apache.kafka.common.acl.AclPermissionType.ANY));
+        try {
+            for (org.apache.kafka.common.acl.AclBinding b : admin.describeAcls(filter).values()
+                    .get(CALL_TIMEOUT_S, TimeUnit.SECONDS))
+                emit(aclJson(b));
+            emit("{\"call\":\"describe-acls\",\"result\":\"ok\"}");
+        } catch (ExecutionException e) {
+            emit(aclError("describe-acls", e));
+        }
+    }
+
+    static void deleteAcls(Admin admin, String[] args) throws Exception {
+        List<org.apache.kafka.common.acl.AclBindingFilter> filters = new ArrayList<>();
+        for (int i = 3; i + 5 < args.length; i += 6)
+            filters.add(new org.apache.kafka.common.acl.AclBindingFilter(
+                    new org.apache.kafka.common.resource.ResourcePatternFilter(
+                            org.apache.kafka.common.resource.ResourceType.valueOf(args[i]), orNull(args[i + 1]),
+                            org.apache.kafka.common.resource.PatternType.valueOf(args[i + 2])),
+                    new org.apache.kafka.common.acl.AccessControlEntryFilter(orNull(args[i + 3]), null,
+                            org.apache.kafka.common.acl.AclOperation.valueOf(args[i + 4]),
+                            org.apache.kafka.common.acl.AclPermissionType.valueOf(args[i + 5]))));
+        try {
+            for (org.apache.kafka.common.acl.AclBinding b : admin.deleteAcls(filters).all()
+                    .get(CALL_TIMEOUT_S, TimeUnit.SECONDS))
+                emit(aclJson(b));
+            emit("{\"call\":\"delete-acls\",\"result\":\"ok\"}");
+        } catch (ExecutionException e) {
+            emit(aclError("delete-acls", e));
+        }
+    }
+
+    // ---- admin script (compat-tests/aclkit.py: the ACL matrix) -------------------------------------
+    // One Admin, many calls: a line on stdin is a call and its arguments separated by spaces, a JSON
+    // line on stdout its outcome, {"call":"<line>","result":"ok"[,"value":..]} or
+    // {"call":"<line>","error":"<simple exception class>","message":".."}; the broker's refusals are
+    // outcomes, not failures of the harness.
+
+    static void adminScript(Admin admin) throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            line = line.trim();
+            if (line.isEmpty()) continue;
+            try {
+                String value = scriptCall(admin, line.split(" "));
+                emit("{\"call\":" + jsonString(line) + ",\"result\":\"ok\"" + (value == null ? "" : ",\"value\":" + value) + "}");
+            } catch (ExecutionException | org.apache.kafka.common.KafkaException e) {
+                Throwable c = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+                emit("{\"call\":" + jsonString(line) + ",\"error\":" + jsonString(c.getClass().getSimpleName())
+                        + ",\"message\":" + jsonString(String.valueOf(c.getMessage())) + "}");
+            }
+        }
+    }
+
+    static String jsonStrings(java.util.Collection<String> items) {
+        List<String> sorted = new ArrayList<>(items);
+        Collections.sort(sorted);
+        StringBuilder sb = new StringBuilder("[");
+        for (String s : sorted) sb.append(sb.length() > 1 ? "," : "").append(jsonString(s));
+        return sb.append("]").toString();
+    }
+
+    static String scriptCall(Admin admin, String[] a) throws Exception {
+        long t = CALL_TIMEOUT_S;
+        TimeUnit s = TimeUnit.SECONDS;
+        switch (a[0]) {
+            case "create-topic":  // T
+                admin.createTopics(Collections.singletonList(new NewTopic(a[1], 1, (short) 1))).all().get(t, s);
+                return null;
+            case "delete-topic":  // T
+                admin.deleteTopics(Collections.singletonList(a[1])).all().get(t, s);
+                return null;
+            case "create-partitions":  // T N
+                admin.createPartitions(Collections.singletonMap(a[1],
+                        org.apache.kafka.clients.admin.NewPartitions.increaseTo(Integer.parseInt(a[2])))).all().get(t, s);
+                return null;
+            case "describe-configs": {  // topic|broker NAME
+                org.apache.kafka.common.config.ConfigResource r = configResource(a[1], a[2]);
+                return String.valueOf(admin.describeConfigs(Collections.singletonList(r)).all().get(t, s).get(r)
+                        .entries().size());
+            }
+            case "alter-configs": {  // topic|broker NAME K=V
+                String[] kv = a[3].split("=", 2);
+                admin.incrementalAlterConfigs(Collections.singletonMap(configResource(a[1], a[2]),
+                        Collections.singletonList(new org.apache.kafka.clients.admin.AlterConfigOp(
+                                new org.apache.kafka.clients.admin.ConfigEntry(kv[0], kv[1]),
+                                org.apache.kafka.clients.admin.AlterConfigOp.OpType.SET)))).all().get(t, s);
+                return null;
+            }
+            case "describe-group":  // G
+                return jsonString(admin.describeConsumerGroups(Collections.singletonList(a[1])).all().get(t, s)
+                        .get(a[1]).state().toString());
+            case "list-groups": {
+                List<String> ids = new ArrayList<>();
+                for (org.apache.kafka.clients.admin.ConsumerGroupListing g : admin.listConsumerGroups().all().get(t, s))
+                    ids.add(g.groupId());
+                return jsonStrings(ids);
+            }
+            case "delete-group":  // G
+                admin.deleteConsumerGroups(Collections.singletonList(a[1])).all().get(t, s);
+                return null;
+            case "list-group-offsets": {  // G
+                Map<TopicPartition, OffsetAndMetadata> m = admin.listConsumerGroupOffsets(a[1])
+                        .partitionsToOffsetAndMetadata().get(t, s);
+                List<String> tps = new ArrayList<>();
+                for (TopicPartition tp : m.keySet()) tps.add(tp.topic() + ":" + tp.partition());
+                return jsonStrings(tps);
+            }
+            case "delete-group-offsets":  // G T P
+                admin.deleteConsumerGroupOffsets(a[1], java.util.Collections.singleton(
+                        new TopicPartition(a[2], Integer.parseInt(a[3])))).all().get(t, s);
+                return null;
+            case "describe-log-dirs":  // BROKER
+                return String.valueOf(admin.describeLogDirs(Collections.singletonList(Integer.parseInt(a[1])))
+                        .allDescriptions().get(t, s).get(Integer.parseInt(a[1])).size());
+            case "elect":  // T P: the partition's outcome as the value ("none" or its exception class)
+            {
+                TopicPartition tp = new TopicPartition(a[1], Integer.parseInt(a[2]));
+                Optional<Throwable> r = admin.electLeaders(ElectionType.PREFERRED, java.util.Collections.singleton(tp))
+                        .partitions().get(t, s).get(tp);
+                return jsonString(r.isPresent() ? r.get().getClass().getSimpleName() : "none");
+            }
+            case "list-offsets": {  // T P
+                TopicPartition tp = new TopicPartition(a[1], Integer.parseInt(a[2]));
+                return String.valueOf(admin.listOffsets(Collections.singletonMap(tp, OffsetSpec.latest()))
+                        .all().get(t, s).get(tp).offset());
+            }
+            case "describe-topic":  // T
+                return String.valueOf(admin.describeTopics(Collections.singletonList(a[1])).allTopicNames().get(t, s)
+                        .get(a[1]).partitions().size());
+            case "list-topics":
+                return jsonStrings(admin.listTopics().names().get(t, s));
+            case "delete-records": {  // T P OFFSET
+                TopicPartition tp = new TopicPartition(a[1], Integer.parseInt(a[2]));
+                admin.deleteRecords(Collections.singletonMap(tp, org.apache.kafka.clients.admin.RecordsToDelete
+                        .beforeOffset(Long.parseLong(a[3])))).all().get(t, s);
+                return null;
+            }
+            case "describe-producers": {  // T P
+                TopicPartition tp = new TopicPartition(a[1], Integer.parseInt(a[2]));
+                return String.valueOf(admin.describeProducers(Collections.singletonList(tp)).all().get(t, s).get(tp)
+                        .activeProducers().size());
+            }
+            case "list-reassignments":
+                return String.valueOf(admin.listPartitionReassignments().reassignments().get(t, s).size());
+            case "describe-transaction":  // X
+                return jsonString(admin.describeTransactions(Collections.singletonList(a[1])).all().get(t, s)
+                        .get(a[1]).state().toString());
+            case "list-transactions": {
+                List<String> ids = new ArrayList<>();
+                for (org.apache.kafka.clients.admin.TransactionListing l : admin.listTransactions().all().get(t, s))
+                    ids.add(l.transactionalId());
+                return jsonStrings(ids);
+            }
+            case "describe-scram":
+                return String.valueOf(admin.describeUserScramCredentials().all().get(t, s).size());
+            default:
+                throw new IllegalArgumentException("unknown script call " + a[0]);
         }
     }
 

@@ -1,12 +1,13 @@
 """Partition decrease, the command side: `kbroker topics alter T --partitions N` with N below the
 current count (rules in docs/cluster.md, "Decreasing partitions").
 
-1. With `--partitioner`, the topic's `retired.records.partitioner` is set first (where retired
-   keyed records go: the producers' default partitioner for N partitions).
-2. CreatePartitions with the lower count (kbroker's own meaning; Kafka refuses any decrease): the
-   controller marks partitions N.. as retired, every broker stops advertising them, and the
-   leader of each starts its drain (`replica/drain.py`), which copies what no group has read yet
-   into the partitions that remain and keeps copying what stale producers still send there.
+1. One IncrementalAlterConfigs of the topic: `partitions.retire.from=N`, kbroker's own operation
+   (CreatePartitions with a lower count is INVALID_PARTITIONS, as in Kafka), with `--partitioner`
+   also `retired.records.partitioner` (where retired keyed records go: the producers' default
+   partitioner for N partitions), which the broker sets first. The controller marks partitions
+   N.. as retired, every broker stops advertising them, and the leader of each starts its drain
+   (`replica/drain.py`), which copies what no group has read yet into the partitions that remain
+   and keeps copying what stale producers still send there.
 3. The command waits until every broker lists N partitions and each drain has caught up with the
    end its partition had then (its progress is the group `kbroker-retire-<topic>`), and reports.
 
@@ -22,6 +23,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from kbroker.admin.client import LATEST, AdminClient, AdminError, Broker
+from kbroker.config_defs import PARTITIONS_RETIRE_FROM
 from kbroker.partitioners import PARTITIONERS
 from kbroker.replica.drain import drain_group
 
@@ -37,10 +39,11 @@ def decrease(admin: AdminClient, topic: str, count: int, *, partitioner: str | N
     current = len(topics[0].partitions)
     if count > current:
         raise AdminError(f"{topic} has {current} partitions; {count} is not a decrease")
-    if partitioner is not None:
+    if count < current:  # the explicit decrease, with where retired keyed records go
+        admin.alter_topic_configs(topic, {**({"retired.records.partitioner": partitioner} if partitioner else {}),
+                                          PARTITIONS_RETIRE_FROM: str(count)}, [])
+    elif partitioner is not None:  # run again: the partitioner may still change
         admin.alter_topic_configs(topic, {"retired.records.partitioner": partitioner}, [])
-    if count < current:
-        admin.create_partitions(topic, count)  # a lower count: kbroker retires the rest
     deadline = time.monotonic() + wait_s
     _wait_everyone_lists(brokers, topic, count, admin.timeout, deadline, admin.security)
     ends = {}

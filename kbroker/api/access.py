@@ -24,16 +24,17 @@ __all__ = ["Op", "Res", "topic_allowed", "require_topic", "require_group", "requ
            "require_transactional_id", "cluster_allowed", "allowed_topics"]
 
 
-def topic_allowed(ctx: "RequestContext", operation: Op, topic: str) -> bool:
-    return permitted(ctx, operation, Res.TOPIC, topic)
+def topic_allowed(ctx: "RequestContext", operation: Op, topic: str, log_denied: bool = True) -> bool:
+    return permitted(ctx, operation, Res.TOPIC, topic, log_denied)
 
 
-def allowed_topics(ctx: "RequestContext", operation: Op, topics: Iterable[str]) -> set[str]:
-    return {t for t in topics if permitted(ctx, operation, Res.TOPIC, t)}
+def allowed_topics(ctx: "RequestContext", operation: Op, topics: Iterable[str], log_denied: bool = True) -> set[str]:
+    """The topics allowed; `log_denied=False` where the others are only left out of a listing."""
+    return {t for t in topics if permitted(ctx, operation, Res.TOPIC, t, log_denied)}
 
 
-def cluster_allowed(ctx: "RequestContext", operation: Op) -> bool:
-    return permitted(ctx, operation, Res.CLUSTER, CLUSTER_NAME)
+def cluster_allowed(ctx: "RequestContext", operation: Op, log_denied: bool = True) -> bool:
+    return permitted(ctx, operation, Res.CLUSTER, CLUSTER_NAME, log_denied)
 
 
 def require_topic(ctx: "RequestContext", operation: Op, topic: str) -> None:

@@ -11,7 +11,15 @@ from __future__ import annotations
 from kbroker.api.access import Op, require_cluster, require_topic
 from kbroker.api.context import RequestContext
 from kbroker.api.views import describe_view_config
-from kbroker.config import TOPIC_CONFIGS, broker_config_def, describe_topic_config, format_value, validate_topic_configs
+from kbroker.config import (
+    PARTITIONS_RETIRE_FROM,
+    TOPIC_CONFIGS,
+    broker_config_def,
+    describe_topic_config,
+    format_value,
+    validate_topic_configs,
+)
+from kbroker.config_defs import ConfigSource
 from kbroker.dynamic_config import describe_broker_config, validate_alter
 from kbroker.metadata.store import DEFAULT_BROKER_ENTITY
 from kbroker.errors import (
@@ -74,6 +82,7 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
                 entries = [e for e in entries if e.name in set(keys)]
             entry["configs"] = [
                 {"name": e.name, "value": e.value, "read_only": e.read_only, "config_source": e.source,
+                 "is_default": e.source == ConfigSource.DEFAULT_CONFIG,  # v0's, in place of the source
                  "is_sensitive": e.sensitive, "config_type": e.type,
                  "documentation": e.doc if include_docs else None,
                  "synonyms": [{"name": n, "value": v, "source": s} for n, v, s in e.synonyms] if include_synonyms else []}
@@ -94,9 +103,29 @@ async def _alter(ctx: RequestContext, resource, new_configs, validate_only: bool
         return
     if resource.resource_type != TOPIC:
         raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
-    validate_topic_configs(new_configs, ctx.broker.config, current=_topic_overrides(ctx, resource))
-    if not validate_only:
-        await ctx.broker.set_topic_configs(resource.resource_name, new_configs)
+    configs = dict(new_configs)
+    retire = configs.pop(PARTITIONS_RETIRE_FROM, None)  # kbroker's explicit partition decrease, not stored
+    current = _topic_overrides(ctx, resource)
+    validate_topic_configs(configs, ctx.broker.config, current=current)
+    count = None
+    if retire is not None:
+        count = _retire_from(retire)
+        require_topic(ctx, Op.ALTER, resource.resource_name)  # a partition count change, as CreatePartitions asks
+        await ctx.broker.decrease_partitions(resource.resource_name, count, validate_only=True)
+    if validate_only:
+        return
+    if count is None or configs != current:  # the configs first: retired.records.partitioner guides the drains
+        await ctx.broker.set_topic_configs(resource.resource_name, configs)
+    if count is not None:
+        await ctx.broker.decrease_partitions(resource.resource_name, count)
+
+
+def _retire_from(value: str) -> int:
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        raise InvalidConfigError(f"Invalid value {value} for configuration {PARTITIONS_RETIRE_FROM}: "
+                                 f"Not a number of type INT") from None
 
 
 async def _current(ctx: RequestContext, resource) -> dict[str, str]:
@@ -153,12 +182,17 @@ async def incremental_alter_configs(ctx: RequestContext, request) -> dict:
                 raise InvalidRequestError(f"Null value not supported for : {', '.join(nulls)}")
             configs = await _current(ctx, resource)
             for c in resource.configs:
+                if c.name == PARTITIONS_RETIRE_FROM and resource.resource_type == TOPIC and \
+                        c.config_operation in (SET, DELETE):  # an operation (_alter), never stored
+                    if c.config_operation == SET:
+                        configs[c.name] = c.value
+                    continue
                 definition = _definition(resource.resource_type, c.name)
                 if definition is None and resource.resource_type == TOPIC:
                     raise InvalidConfigError(f"Unknown topic config name: {c.name}")
-                if definition is None and resource.resource_type == BROKER and c.config_operation != DELETE:
-                    # deleting a key that is not set is a no-op (Kafka's reassign tool deletes a third throttle)
-                    raise InvalidConfigError(f"Unknown broker config name: {c.name}")
+                if definition is None and resource.resource_type == BROKER and c.config_operation in (APPEND, SUBTRACT):
+                    # SET and DELETE of a custom key are Kafka's (validate_alter says which keys are custom)
+                    raise InvalidConfigError(f"Unknown config name: {c.name}")
                 if c.config_operation == SET:
                     configs[c.name] = c.value
                 elif c.config_operation == DELETE:

@@ -18,6 +18,7 @@ class RequestContext:
     broker: "Broker"
     client_host: str = ""
     session: "ConnectionSession | None" = None  # the connection's listener, principal and SASL state
+    throttle_ms: int = 0  # a handler's own quota throttle (controller mutations: api/throttling.py)
 
     @property
     def listener(self) -> str | None:

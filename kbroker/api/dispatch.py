@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from time import perf_counter, time
+from time import perf_counter, perf_counter_ns, time
 from typing import Any, Awaitable, Callable
 
 from kbroker.api import (
+    acls,
     alter_replica_log_dirs,
     api_versions,
     cluster,
@@ -32,8 +33,10 @@ from kbroker.api import (
     offsets,
     produce,
     reassignments,
+    client_quotas,
     sasl,
     scram_credentials,
+    throttling,
     topics,
     transaction_listing,
     transactions,
@@ -81,17 +84,20 @@ def served(spec: ApiSpec, broker, session) -> bool:
     return not spec.sasl_only or (session is not None and session.sasl)
 
 
+# Kafka 3.9's version ranges: the versions Kafka 4 removed (KIP-896) are served too, decoded by
+# schema_codec from 3.9's JSON definitions (wire/interbroker.OLD_VERSIONS); Fetch below v4 answers
+# with down-converted message sets (wire/down_convert.py).
 DISPATCH: dict[int, ApiSpec] = {
     0: ApiSpec("Produce", 0, 11, produce.handle),
-    1: ApiSpec("Fetch", 4, 17, fetch.handle),
-    2: ApiSpec("ListOffsets", 1, 9, list_offsets.handle),
+    1: ApiSpec("Fetch", 0, 17, fetch.handle),
+    2: ApiSpec("ListOffsets", 0, 9, list_offsets.handle),
     3: ApiSpec("Metadata", 0, 12, metadata.handle),
     4: ApiSpec("LeaderAndIsr", 7, 7, cluster.leader_and_isr, cluster_only=True, cluster_operation=AclOperation.CLUSTER_ACTION),
     5: ApiSpec("StopReplica", 4, 4, cluster.stop_replica, cluster_only=True, cluster_operation=AclOperation.CLUSTER_ACTION),
     6: ApiSpec("UpdateMetadata", 8, 8, cluster.update_metadata, cluster_only=True, cluster_operation=AclOperation.CLUSTER_ACTION),
     7: ApiSpec("ControlledShutdown", 3, 3, cluster.controlled_shutdown, cluster_only=True, cluster_operation=AclOperation.CLUSTER_ACTION),
-    8: ApiSpec("OffsetCommit", 2, 9, offsets.offset_commit),
-    9: ApiSpec("OffsetFetch", 1, 9, offsets.offset_fetch),
+    8: ApiSpec("OffsetCommit", 0, 9, offsets.offset_commit),
+    9: ApiSpec("OffsetFetch", 0, 9, offsets.offset_fetch),
     10: ApiSpec("FindCoordinator", 0, 6, find_coordinator.handle),
     11: ApiSpec("JoinGroup", 0, 9, groups.join_group),
     12: ApiSpec("Heartbeat", 0, 4, groups.heartbeat),
@@ -101,28 +107,33 @@ DISPATCH: dict[int, ApiSpec] = {
     16: ApiSpec("ListGroups", 0, 5, groups.list_groups),
     17: ApiSpec("SaslHandshake", 0, 1, sasl.sasl_handshake, sasl_only=True),
     18: ApiSpec("ApiVersions", 0, 4, api_versions.handle),
-    19: ApiSpec("CreateTopics", 2, 7, topics.create_topics),
-    20: ApiSpec("DeleteTopics", 1, 6, topics.delete_topics),
+    19: ApiSpec("CreateTopics", 0, 7, topics.create_topics),
+    20: ApiSpec("DeleteTopics", 0, 6, topics.delete_topics),
     21: ApiSpec("DeleteRecords", 0, 2, delete_records.handle),
     22: ApiSpec("InitProducerId", 0, 5, transactions.init_producer_id),
-    23: ApiSpec("OffsetForLeaderEpoch", 2, 4, offset_for_leader_epoch.handle),
+    23: ApiSpec("OffsetForLeaderEpoch", 0, 4, offset_for_leader_epoch.handle),
     24: ApiSpec("AddPartitionsToTxn", 0, 5, transactions.add_partitions_to_txn),
     25: ApiSpec("AddOffsetsToTxn", 0, 4, transactions.add_offsets_to_txn),
     26: ApiSpec("EndTxn", 0, 4, transactions.end_txn),
     27: ApiSpec("WriteTxnMarkers", 1, 1, transactions.write_txn_markers),
     28: ApiSpec("TxnOffsetCommit", 0, 4, txn_offset_commit.handle),
-    32: ApiSpec("DescribeConfigs", 1, 4, configs.describe_configs),
+    29: ApiSpec("DescribeAcls", 0, 3, acls.describe_acls),  # v0: Kafka 3.9's schema (no pattern type)
+    30: ApiSpec("CreateAcls", 0, 3, acls.create_acls),
+    31: ApiSpec("DeleteAcls", 0, 3, acls.delete_acls),
+    32: ApiSpec("DescribeConfigs", 0, 4, configs.describe_configs),
     33: ApiSpec("AlterConfigs", 0, 2, configs.alter_configs),
-    34: ApiSpec("AlterReplicaLogDirs", 1, 2, alter_replica_log_dirs.handle),
-    35: ApiSpec("DescribeLogDirs", 1, 4, describe_log_dirs.handle),
+    34: ApiSpec("AlterReplicaLogDirs", 0, 2, alter_replica_log_dirs.handle),
+    35: ApiSpec("DescribeLogDirs", 0, 4, describe_log_dirs.handle),
     36: ApiSpec("SaslAuthenticate", 0, 2, sasl.sasl_authenticate, sasl_only=True),
     37: ApiSpec("CreatePartitions", 0, 3, topics.create_partitions),
     42: ApiSpec("DeleteGroups", 0, 2, groups.delete_groups),
-    43: ApiSpec("ElectLeaders", 0, 2, elect_leaders.handle, cluster_only=True, cluster_operation=AclOperation.ALTER),
+    43: ApiSpec("ElectLeaders", 0, 2, elect_leaders.handle, cluster_operation=AclOperation.ALTER),
     44: ApiSpec("IncrementalAlterConfigs", 0, 1, configs.incremental_alter_configs),
-    45: ApiSpec("AlterPartitionReassignments", 0, 0, reassignments.alter_partition_reassignments, cluster_only=True, cluster_operation=AclOperation.ALTER),
-    46: ApiSpec("ListPartitionReassignments", 0, 0, reassignments.list_partition_reassignments, cluster_only=True, cluster_operation=AclOperation.DESCRIBE),
+    45: ApiSpec("AlterPartitionReassignments", 0, 0, reassignments.alter_partition_reassignments, cluster_operation=AclOperation.ALTER),
+    46: ApiSpec("ListPartitionReassignments", 0, 0, reassignments.list_partition_reassignments, cluster_operation=AclOperation.DESCRIBE),
     47: ApiSpec("OffsetDelete", 0, 0, offsets.offset_delete),
+    48: ApiSpec("DescribeClientQuotas", 0, 1, client_quotas.describe_client_quotas),
+    49: ApiSpec("AlterClientQuotas", 0, 1, client_quotas.alter_client_quotas),
     50: ApiSpec("DescribeUserScramCredentials", 0, 0, scram_credentials.describe_user_scram_credentials, cluster_operation=AclOperation.DESCRIBE),
     51: ApiSpec("AlterUserScramCredentials", 0, 0, scram_credentials.alter_user_scram_credentials),
     56: ApiSpec("AlterPartition", 2, 3, cluster.alter_partition, cluster_only=True, cluster_operation=AclOperation.CLUSTER_ACTION),
@@ -134,13 +145,15 @@ DISPATCH: dict[int, ApiSpec] = {
 
 
 async def handle_frame(broker, frame: bytes, client_host: str = "",
-                       session=None) -> bytes | list | Deferred | None:
+                       session=None, throttled=None) -> bytes | list | Deferred | None:
     """Answer one request frame: response bytes, None for no response (acks=0), for Fetch a
     list of chunks (bytes and file ranges the server sends with sendfile), or a Deferred whose
     complete() gives one of those after a wait the connection need not sit through.
 
     `session` is the connection's (security/session.py): before authentication only ApiVersions and
-    the SASL APIs are served. Raises ProtocolError when the connection must be closed.
+    the SASL APIs are served. `throttled(ms)` is called when a client quota throttles the request
+    (the server mutes the connection that long, KIP-219). Raises ProtocolError when the connection
+    must be closed.
     """
     stats = broker.stats
     started = perf_counter() if stats is not None else 0.0
@@ -155,6 +168,8 @@ async def handle_frame(broker, frame: bytes, client_host: str = "",
         if header.api_key == API_VERSIONS_KEY:
             return api_versions.unsupported_version_response(header.correlation_id, spec.min_version, spec.max_version)
         raise ProtocolError(f"{spec.name} v{header.api_version} is not supported")
+    quotas = broker.client_quotas.active and header.api_key not in throttling.EXEMPT  # some quota is configured
+    decode_started = perf_counter_ns() if quotas else 0
     if header.api_key == PRODUCE_KEY:
         request = decode_produce_request(header.api_version, frame, body_offset)
     else:
@@ -163,6 +178,13 @@ async def handle_frame(broker, frame: bytes, client_host: str = "",
     if spec.cluster_operation is not None and not permitted(ctx, spec.cluster_operation, ResourceType.CLUSTER,
                                                             CLUSTER_NAME):
         return _encode(header, _error_response(header, ErrorCode.cluster_authorization_failed))
+    if quotas and not throttling.is_follower_fetch(header, request):  # followers are never client-throttled
+        def done() -> None:
+            if stats is not None:
+                stats.record_request(spec.name, header.api_version, perf_counter() - started)
+        return await throttling.answer_with_quotas(spec, header, ctx, request, len(frame),
+                                                   perf_counter_ns() - decode_started, throttled, _answer, _encode,
+                                                   done)
     data = await _answer(spec, header, spec.handler(ctx, request))
     if isinstance(data, Deferred):
         async def complete() -> bytes | list | None:

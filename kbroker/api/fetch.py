@@ -5,14 +5,16 @@ consumer can drop their records.
 
 Fetch sessions (KIP-227) are declined with session id 0, so every request is a full fetch, which
 every client handles. v13+ names topics by id. A follower's fetch (replica id set) reads up to the
-log end and is subject to the leader's replication throttle (`replica/quota.py`).
+log end and is subject to the leader's replication throttle (`replica/quota.py`). Below v10 Kafka
+3.9's rules for old fetchers apply (`fetch_legacy`: zstd topics refused, and below v4 message sets
+down-converted from the batches); v0–2 have a hard size limit (no KIP-74 first batch beyond it).
 """
 
 from __future__ import annotations
 
 import trio
 
-from kbroker.api import views
+from kbroker.api import fetch_legacy, views
 from kbroker.api.access import Op, allowed_topics, cluster_allowed
 from kbroker.api.context import RequestContext
 from kbroker.api.leaders import add_fetch_leaders
@@ -32,6 +34,7 @@ def _topic_name(ctx: RequestContext, topic) -> tuple[str | None, object]:
 async def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool, replica_id: int,
                     denied: frozenset = frozenset()):
     rm = ctx.broker.replica_manager
+    hard_limit = ctx.version <= 2  # Kafka's hardMaxBytesLimit: before KIP-74 no batch goes beyond the limits
     budget = max_bytes
     results: list[tuple[object, object, list[tuple[object, FetchPartitionResult]]]] = []
     for topic, name, topic_id in wanted:
@@ -48,7 +51,8 @@ async def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed:
             tp = TopicPartition(name, p.partition)
             result = await views.read_partition(ctx, name, p.partition, p.fetch_offset,
                                                 min(budget, p.partition_max_bytes), read_committed,
-                                                budget == max_bytes, replica_id, getattr(p, "current_leader_epoch", -1))
+                                                budget == max_bytes and not hard_limit, replica_id,
+                                                getattr(p, "current_leader_epoch", -1))
             if replica_id >= 0 and result.error is None:
                 rm.update_follower_fetch(tp, replica_id, p.fetch_offset)  # the leader learns its progress
             budget = max(0, budget - result.size)
@@ -68,11 +72,12 @@ async def handle(ctx: RequestContext, request) -> dict:
     if session_id != 0 or session_epoch > 0:
         code = ErrorCode.fetch_session_id_not_found if session_id != 0 else ErrorCode.invalid_fetch_session_epoch
         return {"throttle_time": 0, "error_code": code, "session_id": 0, "responses": []}
-    read_committed = request.isolation_level == 1
+    read_committed = getattr(request, "isolation_level", 0) == 1  # v4+
     replica_state = getattr(request, "replica_state", None)
     replica_id = replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1)
     max_wait_s = to_ms(request.max_wait) / 1000
-    max_bytes = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    max_bytes = getattr(request, "max_bytes", 0)  # v3+
+    max_bytes = max_bytes if max_bytes > 0 else 2**31 - 1
     wanted = []
     for topic in request.topics:
         name, topic_id = _topic_name(ctx, topic)
@@ -98,6 +103,8 @@ async def handle(ctx: RequestContext, request) -> dict:
         if not await ctx.broker.replica_manager.wait_for_fetch_data(tps, remaining):
             results = await _read_all(ctx, wanted, max_bytes, read_committed, replica_id, denied)
             break
+    if ctx.version < fetch_legacy.ZSTD_MIN_FETCH_VERSION:  # old fetchers: Kafka 3.9's conversions and refusals
+        fetch_legacy.adjust(ctx, results, replica_id)
     if replica_id >= 0:  # the leader's replication throttle counts what followers are sent
         ctx.broker.replica_manager.record_sent_to_follower(r for _, _, parts in results for _, r in parts)
     elif ctx.broker.stats is not None:  # BytesOut: what consumers are sent, as Kafka counts it

@@ -102,8 +102,8 @@ async def list_groups(ctx: RequestContext, request) -> dict:
     error, groups = coordinator.list_groups(states or None)
     if types and "classic" not in types:
         groups = []
-    if not cluster_allowed(ctx, Op.DESCRIBE):  # Kafka: all groups with DESCRIBE on the cluster, else those allowed
-        groups = [g for g in groups if permitted(ctx, Op.DESCRIBE, Res.GROUP, g[0])]
+    if not cluster_allowed(ctx, Op.DESCRIBE, log_denied=False):  # Kafka: all groups with DESCRIBE on the cluster,
+        groups = [g for g in groups if permitted(ctx, Op.DESCRIBE, Res.GROUP, g[0], log_denied=False)]  # else those allowed
     return {"throttle_time": 0, "error_code": error,
             "groups": [{"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": "classic"}
                        for gid, ptype, state in groups]}

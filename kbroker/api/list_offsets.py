@@ -2,9 +2,16 @@
 real timestamps through the time index — the answers Spark plans every read from. For a topic with
 tiered storage the archive takes part: earliest is the archive's start, earliest-local (-4) the
 local log start, latest-tiered (-5) the last archived offset, and timestamps are looked up in the
-archive first (its offsets come first)."""
+archive first (its offsets come first).
+
+v0 (Kafka 3.9 serves it, Kafka 4 removed it) is the old offset API: up to `max_num_offsets`
+offsets, newest first, of segment starts whose files were last modified at or before the
+timestamp (-1: the log end, -2: the log start), capped at the high watermark for consumers
+(`legacy_offsets`, Kafka's UnifiedLog.legacyFetchOffsetsBefore)."""
 
 from __future__ import annotations
+
+import time
 
 from kbroker.api.access import Op, require_topic
 from kbroker.api.context import RequestContext
@@ -64,7 +71,59 @@ async def lookup_tiered(remote, partition, timestamp: int, read_committed: bool)
     return lookup(partition, timestamp, read_committed)
 
 
+def legacy_offsets(partition, timestamp: int, max_num_offsets: int, from_consumer: bool,
+                   now_ms: int | None = None) -> list[int]:
+    """ListOffsets v0's answer for one partition (Kafka's Partition.legacyFetchOffsetsForTimestamp)."""
+    log = partition.log
+    segments = list(log.segments)
+    points = [(max(s.base_offset, log.log_start_offset), s.last_modified_ms) for s in segments]
+    if segments[-1].size > 0:
+        points.append((log.log_end_offset, int(time.time() * 1000) if now_ms is None else now_ms))
+    if timestamp == LATEST:
+        start = len(points) - 1
+    elif timestamp == EARLIEST:
+        start = 0
+    else:
+        start = len(points) - 1
+        while start >= 0 and points[start][1] > timestamp:
+            start -= 1
+    count = max(0, min(max_num_offsets, start + 1))
+    offsets = sorted((points[start - j][0] for j in range(count)), reverse=True)
+    if from_consumer:
+        hw = partition.high_watermark
+        if any(o > hw for o in offsets):
+            kept = offsets
+            while kept and kept[0] > hw:
+                kept = kept[1:]
+            offsets = [hw] + kept
+    return offsets
+
+
+def _handle_v0(ctx: RequestContext, request) -> dict:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for p in topic.partitions:
+            entry = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "old_style_offsets": []}
+            try:
+                require_topic(ctx, Op.DESCRIBE, topic.name)
+                if p.timestamp < EARLIEST:  # v0 knows only latest (-1) and earliest (-2)
+                    raise KafkaError(f"timestamp {p.timestamp} needs a newer ListOffsets version",
+                                     code=ErrorCode.unsupported_version)
+                partition = ctx.broker.replica_manager.get_leader_partition(
+                    TopicPartition(source_of(ctx, topic.name), p.partition_index))
+                entry["old_style_offsets"] = legacy_offsets(partition, p.timestamp, p.max_num_offsets,
+                                                            from_consumer=request.replica_id == -1)
+            except KafkaError as exc:
+                entry["error_code"] = error_code_of(exc)
+            partitions.append(entry)
+        topics.append({"name": topic.name, "partitions": partitions})
+    return {"throttle_time": 0, "topics": topics}
+
+
 async def handle(ctx: RequestContext, request) -> dict:
+    if ctx.version == 0:
+        return _handle_v0(ctx, request)
     read_committed = getattr(request, "isolation_level", 0) == 1
     topics = []
     for topic in request.topics:

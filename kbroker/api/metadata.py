@@ -10,6 +10,10 @@ from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.metadata.store import TopicInfo
 
 FIRST_UPDATE_WAIT_S = 5.0  # how long Metadata on a just-started broker waits for the controller's view
+# An auto-creation that finds the topic created meanwhile (by another broker whose cache is ahead
+# of this one's, or a concurrent request) is answered LEADER_NOT_AVAILABLE, which every client
+# retries, as Kafka's AutoTopicCreationManager does (createTopicsInZk): never TOPIC_ALREADY_EXISTS.
+_CREATED_MEANWHILE = (ErrorCode.topic_already_exists, ErrorCode.request_timed_out)
 
 
 def topic_metadata(ctx: RequestContext, info: TopicInfo) -> dict:
@@ -83,9 +87,9 @@ async def handle(ctx: RequestContext, request) -> dict:
     topics = []
     if requested is None:  # every topic the principal may DESCRIBE; the others are left out
         topics = [topic_metadata(ctx, info) for info in list(metadata.topics().values())
-                  if topic_allowed(ctx, Op.DESCRIBE, info.name)]
+                  if topic_allowed(ctx, Op.DESCRIBE, info.name, log_denied=False)]
         topics += [views.view_metadata(ctx, v, topic_metadata, _error_topic) for v in list(broker.views.views().values())
-                   if topic_allowed(ctx, Op.DESCRIBE, v.name)]
+                   if topic_allowed(ctx, Op.DESCRIBE, v.name, log_denied=False)]
     else:
         for wanted in requested:
             name = getattr(wanted, "name", None)
@@ -110,7 +114,7 @@ async def handle(ctx: RequestContext, request) -> dict:
                 topics.append(views.view_metadata(ctx, view, topic_metadata, _error_topic))
                 continue
             info = metadata.topic(name)
-            if info is None and allow_create and not (cluster_allowed(ctx, Op.CREATE)
+            if info is None and allow_create and not (cluster_allowed(ctx, Op.CREATE, log_denied=False)
                                                       or topic_allowed(ctx, Op.CREATE, name)):
                 topics.append(_error_topic(name, ErrorCode.topic_authorization_failed))
                 continue
@@ -118,8 +122,15 @@ async def handle(ctx: RequestContext, request) -> dict:
                 try:
                     info = await broker.create_topic(name)
                 except KafkaError as exc:
-                    topics.append(_error_topic(name, error_code_of(exc)))
-                    continue
+                    code = error_code_of(exc)
+                    if code in _CREATED_MEANWHILE:
+                        info = metadata.topic(name)  # another broker or request created it just now
+                        if info is None or broker.cluster:
+                            topics.append(_error_topic(name, ErrorCode.leader_not_available))
+                            continue
+                    else:
+                        topics.append(_error_topic(name, code))
+                        continue
                 if broker.cluster:  # leaders are being elected: clients retry (Kafka answers the same)
                     topics.append(_error_topic(name, ErrorCode.leader_not_available))
                     continue

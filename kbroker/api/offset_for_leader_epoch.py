@@ -18,7 +18,7 @@ def _answer(ctx: RequestContext, topic: str, p, follower: bool) -> dict:
         if not follower:  # a follower's right was checked once: CLUSTER_ACTION
             require_topic(ctx, Op.DESCRIBE, topic)
         partition = ctx.broker.replica_manager.get_leader_partition(TopicPartition(source_of(ctx, topic), p.partition))
-        check_leader_epoch(partition, p.current_leader_epoch)
+        check_leader_epoch(partition, getattr(p, "current_leader_epoch", -1))  # v2+
         epoch, end_offset = partition.log.end_offset_for_epoch(p.leader_epoch)
         entry.update(leader_epoch=epoch, end_offset=end_offset)
     except KafkaError as exc:

@@ -4,6 +4,12 @@ Offsets are stored by the group coordinator in `__consumer_offsets`; this module
 fields onto it and checks that each partition exists, as Kafka's request handler does. OffsetFetch
 v7+ may `require_stable`: a partition with a transaction's offsets pending then answers
 UNSTABLE_OFFSET_COMMIT (a read_committed consumer retries); without it they are not seen.
+
+The versions Kafka 4 removed and 3.9 serves: OffsetCommit v1 may carry each partition's commit
+timestamp; OffsetCommit v0 and OffsetFetch v0 (Kafka 0.8.1's, kept in ZooKeeper by a Kafka 3.9
+broker in ZooKeeper mode, refused in KRaft mode) are kept with the group coordinator here, as a
+commit of no generation — so such a client's offsets survive, and newer versions and the group
+tools see them.
 """
 
 from __future__ import annotations
@@ -47,8 +53,10 @@ def requested_offsets(ctx: RequestContext, topics, now: int, expire: int = -1
             if not partition_exists(ctx, topic.name, p.partition_index):
                 errors[tp] = ErrorCode.unknown_topic_or_partition
                 continue
+            committed_at = getattr(p, "commit_timestamp", -1)  # OffsetCommit v1: the client's, -1 for now
             wanted[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                           p.committed_metadata or "", now, expire)
+                                           p.committed_metadata or "", committed_at if committed_at != -1 else now,
+                                           expire)
     return errors, wanted
 
 
@@ -64,9 +72,9 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
     expire = now + retention if retention >= 0 else -1
     errors, wanted = requested_offsets(ctx, request.topics, now, expire)
     if wanted:
-        errors.update(coordinator.commit_offsets(request.group_id, request.member_id,
+        errors.update(coordinator.commit_offsets(request.group_id, getattr(request, "member_id", ""),  # v1+
                                                  getattr(request, "group_instance_id", None),
-                                                 request.generation_id_or_member_epoch, wanted))
+                                                 getattr(request, "generation_id_or_member_epoch", -1), wanted))
         if ctx.broker.cluster and any(code == ErrorCode.none for code in errors.values()):
             await wait_for_commit_replication(ctx, coordinator, request.group_id, errors)
     return {"throttle_time": 0, "topics": [
@@ -108,7 +116,8 @@ async def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stabl
         return error, []
     # topics the principal may not DESCRIBE: named ones answer TOPIC_AUTHORIZATION_FAILED, and a
     # fetch of every committed offset leaves them out (a view's reader never sees its source's)
-    described = allowed_topics(ctx, Op.DESCRIBE, {t for t, _ in found} | {t.name for t in topics or ()})
+    described = allowed_topics(ctx, Op.DESCRIBE, {t for t, _ in found} | {t.name for t in topics or ()},
+                               log_denied=topics is not None)
     denied = {tp for tp in found if tp[0] not in described}
     for tp in denied:
         del found[tp]

@@ -61,7 +61,7 @@ async def list_transactions(ctx: RequestContext, request) -> dict:
         # Kafka's test, literally: an id that never began a transaction (start -1) always passes it
         if min_duration >= 0 and now - md.txn_start_timestamp <= min_duration:
             continue
-        if not permitted(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, md.transactional_id):
+        if not permitted(ctx, Op.DESCRIBE, Res.TRANSACTIONAL_ID, md.transactional_id, log_denied=False):
             continue  # Kafka lists only the ids the principal may describe
         listed.append({"transactional_id": md.transactional_id, "producer_id": md.producer_id,
                        "transaction_state": md.state.state_name})

@@ -17,7 +17,7 @@ from kbroker.api.access import (
     require_group,
     require_transactional_id,
 )
-from kbroker.api.authorization import permitted, permitted_any
+from kbroker.api.authorization import CLUSTER_NAME, audit_denied, permitted, permitted_any
 from kbroker.api.context import RequestContext
 from kbroker.errors import ClusterAuthorizationError, ErrorCode
 from kbroker.replica.txn_markers import MarkerWrite
@@ -36,7 +36,8 @@ async def init_producer_id(ctx: RequestContext, request) -> dict:
     transactional_id = request.transactional_id
     if transactional_id is not None:
         require_transactional_id(ctx, Op.WRITE, transactional_id)
-    elif not (cluster_allowed(ctx, Op.IDEMPOTENT_WRITE) or permitted_any(ctx, Op.WRITE, Res.TOPIC)):
+    elif not (cluster_allowed(ctx, Op.IDEMPOTENT_WRITE, log_denied=False) or permitted_any(ctx, Op.WRITE, Res.TOPIC)):
+        audit_denied(ctx, Op.IDEMPOTENT_WRITE, Res.CLUSTER, CLUSTER_NAME)
         raise ClusterAuthorizationError("Cluster authorization failed: IDEMPOTENT_WRITE, or WRITE on some topic")
     if transactional_id is None:
         # an idempotent producer (even one bumping its epoch, KIP-360) gets a fresh id, epoch 0, as Kafka

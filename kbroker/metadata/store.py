@@ -9,7 +9,11 @@ strings) are kept beside it in `kbroker-broker-configs.json`, written atomically
 `broker_config_listeners` hear of each change, as the cluster store's do. SCRAM credentials (per
 user, mechanism -> Kafka's `salt=...,stored_key=...,server_key=...,iterations=n`, never a password)
 are `kbroker-scram-credentials.json`, written atomically and readable by the owner only; the SASL
-server looks them up in memory (`scram_credential`).
+server looks them up in memory (`scram_credential`). Client quotas (per entity path, as under
+Kafka's /config: `users/<u>`, `clients/<c>`, `users/<u>/clients/<c>`) are
+`kbroker-client-quotas.json`, and `client_quota_listeners` hear of each change. ACLs (resource
+pattern -> Kafka's entries) are `kbroker-acls.json`, written atomically; the authorizer is told of
+every change through `add_acl_listener`.
 """
 
 from __future__ import annotations
@@ -24,6 +28,21 @@ from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
 from kbroker.log.checkpoint import fsync_dir, write_atomically
+from kbroker.quota.entities import QUOTA_KEYS
+from kbroker.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    entry_from_json,
+    entry_order,
+    entry_to_json,
+    name_of,
+    parse_pattern_type,
+    parse_resource_type,
+    pattern_order,
+    plan_deletions,
+    ResourcePattern,
+)
 from kbroker.security.credentials import ScramCredential, credentials_from_config, credentials_to_config
 from kbroker.zookeeper.znodes import DEFAULT_BROKER_ENTITY  # Kafka's name, the same on the single node
 from kbroker.errors import (
@@ -98,6 +117,8 @@ class TopicInfo:
 
 MetadataListener = Callable[[str, "TopicInfo | None"], None]
 BrokerConfigListener = Callable[[dict[str, str], dict[str, str]], None]  # (this broker's, the default)
+ClientQuotaListener = Callable[[dict[str, dict[str, str]]], None]  # every entity's quotas, after a change
+AclListener = Callable[[list[AclBinding]], None]  # every ACL, after a change
 
 
 class MetadataStore(Protocol):
@@ -129,6 +150,36 @@ class MetadataStore(Protocol):
     def read_scram_users(self, users: list[str] | None = None) -> dict[str, dict[str, ScramCredential]]: ...
     def alter_scram_credentials(self, user: str, upsertions: dict[str, ScramCredential],
                                 deletions: Sequence[str] = ()) -> None: ...
+    # client quotas, by entity path (`users/<u>`, `clients/<c>`, `users/<u>/clients/<c>`, names
+    # sanitized, `<default>` for the defaults): the enforced copy in memory, listeners told of each
+    # change; the describe read and the write are plain on the single node, awaitable in a cluster
+    client_quota_listeners: list[ClientQuotaListener]
+    def client_quota_configs(self) -> dict[str, dict[str, str]]: ...
+    def read_client_quotas(self) -> dict[str, dict[str, str]]: ...
+    def alter_client_quotas(self, path: str, changes: dict[str, str | None]) -> None: ...
+    # ACLs: read from memory; the writes are plain on the single node, awaitable in a cluster;
+    # listeners hear of every change (this broker's or, in a cluster, another's)
+    def acls(self) -> list[AclBinding]: ...
+    def create_acls(self, bindings: Sequence[AclBinding]) -> list[Exception | None]: ...
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]: ...
+    def add_acl_listener(self, listener: AclListener) -> None: ...
+
+
+def quota_entries(config: dict[str, str]) -> dict[str, str]:
+    """The client quota keys of an entity's stored config (a user's also holds SCRAM credentials)."""
+    return {k: v for k, v in config.items() if k in QUOTA_KEYS}
+
+
+def altered_quota_config(current: dict[str, str], changes: dict[str, str | None]) -> dict[str, str]:
+    """An entity's stored config after an AlterClientQuotas: each key set, or removed (None); the
+    other entries (a user's SCRAM credentials) kept."""
+    updated = dict(current)
+    for key, value in changes.items():
+        if value is None:
+            updated.pop(key, None)
+        else:
+            updated[key] = value
+    return updated
 
 
 SCRAM_DELETE_MISSING = "Attempt to delete a user credential that does not exist"  # Kafka's words
@@ -236,6 +287,8 @@ class LocalMetadataStore:
     FILE_NAME = "kbroker-metadata.json"
     BROKER_CONFIGS_FILE_NAME = "kbroker-broker-configs.json"
     SCRAM_CREDENTIALS_FILE_NAME = "kbroker-scram-credentials.json"
+    CLIENT_QUOTAS_FILE_NAME = "kbroker-client-quotas.json"
+    ACLS_FILE_NAME = "kbroker-acls.json"
     PRODUCER_ID_BLOCK = 1000
 
     def __init__(self, data_dir: Path, broker: BrokerInfo, cluster_id: str | None = None) -> None:
@@ -253,8 +306,15 @@ class LocalMetadataStore:
         self.scram_credentials_path = Path(data_dir) / self.SCRAM_CREDENTIALS_FILE_NAME
         self._scram_configs: dict[str, dict[str, str]] = {}  # user -> {mechanism: Kafka's text form}
         self._scram: dict[str, dict[str, ScramCredential]] = {}
+        self.client_quotas_path = Path(data_dir) / self.CLIENT_QUOTAS_FILE_NAME
+        self._client_quotas: dict[str, dict[str, str]] = {}  # entity path -> {quota key: value}
+        self.client_quota_listeners: list[ClientQuotaListener] = []
         self._load()
         self._load_scram()
+        self._load_client_quotas()
+        self.acls_path = Path(data_dir) / self.ACLS_FILE_NAME
+        self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = load_acls_file(self.acls_path)
+        self._acl_listeners: list[AclListener] = []
         if not self.cluster_id:
             self.cluster_id = _new_cluster_id()
             self._save()
@@ -279,6 +339,12 @@ class LocalMetadataStore:
             users = json.loads(self.scram_credentials_path.read_text()).get("users", {})
             self._scram_configs = {str(u): {str(k): str(v) for k, v in c.items()} for u, c in users.items()}
             self._scram = {u: creds for u, c in self._scram_configs.items() if (creds := scram_credentials_of(u, c))}
+
+    def _load_client_quotas(self) -> None:
+        if self.client_quotas_path.exists():
+            entities = json.loads(self.client_quotas_path.read_text()).get("entities", {})
+            self._client_quotas = {str(p): quota_entries({str(k): str(v) for k, v in c.items()})
+                                   for p, c in entities.items()}
 
     def _save(self) -> None:
         state = {
@@ -418,11 +484,111 @@ class LocalMetadataStore:
         else:
             self._scram.pop(user, None)
 
+    # -- client quotas ------------------------------------------------------------------------------
+    def client_quota_configs(self) -> dict[str, dict[str, str]]:
+        """Every entity's quotas: entity path -> {key: value as stored}."""
+        return {path: dict(c) for path, c in self._client_quotas.items() if c}
+
+    def read_client_quotas(self) -> dict[str, dict[str, str]]:
+        """What DescribeClientQuotas reads."""
+        return self.client_quota_configs()
+
+    def alter_client_quotas(self, path: str, changes: dict[str, str | None]) -> None:
+        """Set (a string) or remove (None) an entity's quota keys; on disk before they apply, then
+        the listeners (the broker's quota managers) hear of every entity's quotas."""
+        config = altered_quota_config(self._client_quotas.get(path, {}), changes)
+        updated = {p: c for p, c in {**self._client_quotas, path: config}.items() if c}
+        state = {"version": 1, "entities": dict(sorted(updated.items()))}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.client_quotas_path, json.dumps(state, indent=1).encode())
+        self._client_quotas = updated
+        for listener in self.client_quota_listeners:
+            listener(self.client_quota_configs())
+
+    # -- ACLs ----------------------------------------------------------------------------------------
+    def acls(self) -> list[AclBinding]:
+        """Every ACL (the authorizer's and DescribeAcls's source)."""
+        return [AclBinding(p, e) for p, entries in self._acls.items() for e in entries]
+
+    def add_acl_listener(self, listener: AclListener) -> None:
+        self._acl_listeners.append(listener)
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> list[Exception | None]:
+        """Add the bindings (validated by the caller); on disk before anyone is told. One result per
+        binding: None, or the error that kept it out (all of them, here: the file is one write)."""
+        updated = dict(self._acls)
+        for b in bindings:
+            updated[b.pattern] = updated.get(b.pattern, frozenset()) | {b.entry}
+        if updated != self._acls:
+            self._write_acls(updated)
+        return [None] * len(bindings)
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]:
+        """Remove what the filters match; per filter, the bindings it removed (a binding several
+        filters match is the first one's, as Kafka's AclAuthorizer reports it)."""
+        filters = list(filters)
+        plan = plan_deletions(self._acls, filters)
+        out: list[list[AclBinding]] = [[] for _ in filters]
+        if not plan:
+            return out
+        updated = dict(self._acls)
+        for pattern, removed in plan.items():
+            left = updated[pattern] - removed.keys()
+            if left:
+                updated[pattern] = left
+            else:
+                del updated[pattern]
+            for entry, index in sorted(removed.items(), key=lambda kv: entry_order(kv[0])):
+                out[index].append(AclBinding(pattern, entry))
+        self._write_acls(updated)
+        return out
+
+    def _write_acls(self, updated: dict[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(self.acls_path, encode_acls_file(updated))
+        self._acls = updated
+        bindings = self.acls()
+        for listener in self._acl_listeners:
+            listener(bindings)
+
     def _require(self, name: str) -> TopicInfo:
         info = self._topics.get(name)
         if info is None:
             raise UnknownTopicOrPartitionError(f"Topic {name} does not exist.")
         return info
+
+
+def encode_acls_file(acls: dict[ResourcePattern, frozenset[AccessControlEntry]]) -> bytes:
+    """`kbroker-acls.json`: `{"version": 1, "resources": [{"resourceType": "Topic", "patternType":
+    "LITERAL", "name": "orders", "acls": [<Kafka's ACL znode entries>]}]}`."""
+    resources = [{"resourceType": name_of(p.resource_type), "patternType": p.pattern_type.name, "name": p.name,
+                  "acls": [entry_to_json(e) for e in sorted(entries, key=entry_order)]}
+                 for p, entries in sorted(acls.items(), key=lambda kv: pattern_order(kv[0])) if entries]
+    return json.dumps({"version": 1, "resources": resources}, indent=1).encode()
+
+
+def load_acls_file(path: Path) -> dict[ResourcePattern, frozenset[AccessControlEntry]]:
+    """The ACLs of `kbroker-acls.json` ({} when there is none); an entry or resource that cannot be
+    read is left out with a warning, the others load."""
+    if not path.exists():
+        return {}
+    out: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+    for item in json.loads(path.read_text()).get("resources", []):
+        pattern = ResourcePattern(parse_resource_type(str(item.get("resourceType", ""))), str(item.get("name", "")),
+                                  parse_pattern_type(str(item.get("patternType", ""))))
+        if pattern.is_unknown or not pattern.pattern_type.is_specific or int(pattern.resource_type) < 2:
+            logger.warning("%s: ignoring ACLs of an unknown resource %r", path.name, item)
+            continue
+        entries = set()
+        for raw in item.get("acls", []):
+            entry = entry_from_json(raw)
+            if entry is None:
+                logger.warning("%s: ignoring an invalid ACL entry of %s: %r", path.name, pattern, raw)
+            else:
+                entries.add(entry)
+        if entries:
+            out[pattern] = out.get(pattern, frozenset()) | entries
+    return out
 
 
 def _write_private(path: Path, data: bytes) -> None:

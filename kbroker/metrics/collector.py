@@ -42,6 +42,7 @@ class BrokerCollector:
         yield from self._replica_manager(partitions)
         yield from self._controller()
         yield from self._groups(partitions)
+        yield from self._authorizer()
         connections = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
                                         "Open client connections.", labels=["listener"])
         connections.add_metric([self.listener], self.connections())
@@ -133,6 +134,28 @@ class BrokerCollector:
             family = GaugeMetricFamily(f"kafka_controller_kafkacontroller_{name}", doc)
             family.add_metric([], value)
             yield family
+
+    def _authorizer(self) -> Iterator[Metric]:
+        """KIP-608's authorizer metrics (`kafka.server:type=kafka.security.authorizer.metrics`,
+        authorization-allowed/denied/request-rate-per-minute, acls-total-count) as counters of the
+        checks made since start, and the ACL count: only with an ACL authorizer configured."""
+        authorizer = getattr(self.broker, "authorizer", None)
+        counts = getattr(authorizer, "counts", None)
+        if counts is None:
+            return
+        prefix = "kafka_server_authorizer_metrics"
+        for name, doc, value in (
+                ("authorization_allowed_rate", "Authorization checks allowed (a request makes one per resource "
+                 "and operation it needs).", counts.allowed),
+                ("authorization_denied_rate", "Authorization checks denied.", counts.denied),
+                ("authorization_request_rate", "Authorization checks made (allowed + denied).",
+                 counts.allowed + counts.denied)):
+            family = CounterMetricFamily(f"{prefix}_{name}", doc)
+            family.add_metric([], value)
+            yield family
+        acls = GaugeMetricFamily(f"{prefix}_acls_total_count", "ACLs the authorizer holds.")
+        acls.add_metric([], getattr(authorizer, "acl_count", 0))
+        yield acls
 
     def _groups(self, partitions: dict) -> Iterator[Metric]:
         """Committed offsets of the groups coordinated here, and their lag behind the high

@@ -140,6 +140,7 @@ class ClusterNode:
         while True:
             try:
                 await self.broker.metadata.register(self.config.get("zookeeper.session.timeout.ms") / 1000 + 30)
+                await self.broker.metadata.resync_acls()  # the expired session's ACL watches are gone
                 self.controller.elect()
                 return
             except (zk.ZkError, trio.TooSlowError) as exc:

@@ -183,6 +183,8 @@ class KafkaServer:
         self._connections: set[_Connection] = set()
         self.connection_limits = ConnectionLimits()  # max.connections, per listener, per IP
         self._refusals = _RefusalLog()
+        self._overrides_text: str | None = None  # max.connections.per.ip.overrides as last applied
+        self._resolved_hosts: dict[str, list[str]] = {}  # its hosts' addresses
         self._shutting_down = False
         # shared by all connections: each copies what it received into its decoder before it awaits
         self._receive_buffer = memoryview(bytearray(RECEIVE_CHUNK))
@@ -490,17 +492,23 @@ class KafkaServer:
         """max.connections, listener.name.<listener>.max.connections, max.connections.per.ip and its
         overrides as they are now (at start, and after each dynamic config change). A hostname in
         the overrides is resolved here, as Kafka resolves it when it reads the config."""
+        text = self.config.get("max.connections.per.ip.overrides") or ""
+        if text != self._overrides_text:  # hosts are resolved again only when the overrides change
+            self._overrides_text, self._resolved_hosts = text, {}
+
         def resolve(host: str) -> list[str]:
-            try:
-                return sorted({info[4][0] for info in socket.getaddrinfo(host, None)})
-            except OSError as exc:
-                logger.warning("max.connections.per.ip.overrides: %s does not resolve (%s); its limit is not applied",
-                               host, exc)
-                return []
+            if host not in self._resolved_hosts:
+                try:
+                    self._resolved_hosts[host] = sorted({info[4][0] for info in socket.getaddrinfo(host, None)})
+                except OSError as exc:
+                    logger.warning("max.connections.per.ip.overrides: %s does not resolve (%s); its limit is not "
+                                   "applied", host, exc)
+                    self._resolved_hosts[host] = []
+            return self._resolved_hosts[host]
 
         names = [name for name, _ in self.bound] or [e.name for e in self.config.endpoints]
         try:
-            overrides = parse_overrides(self.config.get("max.connections.per.ip.overrides") or "")
+            overrides = parse_overrides(text)
         except ValueError as exc:  # validated when set: only a hand-edited store gets here
             logger.error("max.connections.per.ip.overrides not applied: %s", exc)
             overrides = {}

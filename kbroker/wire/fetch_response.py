@@ -3,8 +3,10 @@
 A partition's `records` may be bytes or a sequence of file ranges (objects with a `size`) and
 `RecordBytes` built in memory; the encoder returns the response frame as chunks — bytes for
 everything it writes itself, the ranges as they are — so the server can `sendfile` the ranges
-straight from the segment files. The layout is Kafka's FetchResponse v4–17 (flexible from v12;
-KIP-951's current leader from v12, its node endpoints from v16); tests check it byte for byte against kio.
+straight from the segment files. The layout is Kafka's FetchResponse v0–17 (throttle time from v1,
+the last stable offset and aborted transactions from v4, flexible from v12; KIP-951's current
+leader from v12, its node endpoints from v16); tests check it byte for byte against kio (v4+) and
+the schema codec (v0–3, Kafka 3.9's definitions).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ NODE_ENDPOINTS_TAG = 0  # the response's (v16+)
 
 _PARTITION_FIXED = struct.Struct(">ihqqq")  # partition_index, error_code, high_watermark, lso, log_start
 _NO_LOG_START = struct.Struct(">ihqq")
+_V0_PARTITION = struct.Struct(">ihq")  # v0-3: partition_index, error_code, high_watermark
 
 Chunk = Any  # bytes, or a file range with `.size`
 
@@ -102,7 +105,8 @@ def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any
     w = _Writer(flexible)
     w.raw(_I32.pack(correlation_id))
     w.no_tags()  # response header v1
-    w.raw(_I32.pack(data.get("throttle_time", 0)))
+    if version >= 1:
+        w.raw(_I32.pack(data.get("throttle_time", 0)))
     if version >= 7:
         w.raw(_I16.pack(int(data.get("error_code", 0))) + _I32.pack(data.get("session_id", 0)))
     topics = data["responses"]
@@ -117,14 +121,17 @@ def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any
             if version >= 5:
                 w.raw(_PARTITION_FIXED.pack(p["partition_index"], int(p["error_code"]), p["high_watermark"],
                                             p["last_stable_offset"], p["log_start_offset"]))
-            else:
+            elif version >= 4:
                 w.raw(_NO_LOG_START.pack(p["partition_index"], int(p["error_code"]), p["high_watermark"],
                                          p["last_stable_offset"]))
-            aborted = p.get("aborted_transactions")
-            w.array_length(None if aborted is None else len(aborted))
-            for txn in aborted or ():
-                w.raw(_I64.pack(txn["producer_id"]) + _I64.pack(txn["first_offset"]))
-                w.no_tags()
+            else:
+                w.raw(_V0_PARTITION.pack(p["partition_index"], int(p["error_code"]), p["high_watermark"]))
+            if version >= 4:
+                aborted = p.get("aborted_transactions")
+                w.array_length(None if aborted is None else len(aborted))
+                for txn in aborted or ():
+                    w.raw(_I64.pack(txn["producer_id"]) + _I64.pack(txn["first_offset"]))
+                    w.no_tags()
             if version >= 11:
                 w.raw(_I32.pack(p.get("preferred_read_replica", -1)))
             w.records(p.get("records"))

@@ -8,6 +8,10 @@ Kafka 3.9's newest, all flexible (request header v2, response header v1).
 
 `SCHEMA_APIS` adds the client APIs encoded the same way: DescribeTransactions, because kio refuses
 to decode the -1 start time Kafka answers for an id with no open transaction.
+
+`OLD_VERSIONS` are the versions of client APIs that Kafka 3.9 serves and Kafka 4 removed (KIP-896),
+so kio lacks them: their bodies go through the same codec, from Kafka 3.9's JSON definitions, with
+kio's field names (`schema_codec.to_snake_case`), so a handler reads them as it reads kio's.
 """
 
 from __future__ import annotations
@@ -39,6 +43,35 @@ SCHEMA_APIS: dict[int, InterBrokerApi] = {
     **APIS,
     DESCRIBE_TRANSACTIONS: InterBrokerApi(DESCRIBE_TRANSACTIONS, "describe_transactions", "DescribeTransactions", 0),
 }
+
+
+
+class OldVersions(NamedTuple):
+    message: str  # `<message>Request.json` / `<message>Response.json` in schemas/, Kafka 3.9's
+    versions: range  # the versions below kio's that go through schema_codec
+
+
+OLD_VERSIONS: dict[int, OldVersions] = {
+    1: OldVersions("Fetch", range(0, 4)),
+    2: OldVersions("ListOffsets", range(0, 1)),
+    8: OldVersions("OffsetCommit", range(0, 2)),
+    9: OldVersions("OffsetFetch", range(0, 1)),
+    19: OldVersions("CreateTopics", range(0, 2)),
+    20: OldVersions("DeleteTopics", range(0, 1)),
+    23: OldVersions("OffsetForLeaderEpoch", range(0, 2)),
+    29: OldVersions("DescribeAcls", range(0, 1)),
+    30: OldVersions("CreateAcls", range(0, 1)),
+    31: OldVersions("DeleteAcls", range(0, 1)),
+    32: OldVersions("DescribeConfigs", range(0, 1)),
+    34: OldVersions("AlterReplicaLogDirs", range(0, 1)),
+    35: OldVersions("DescribeLogDirs", range(0, 1)),
+}
+
+
+def old_version(api_key: int, version: int) -> str | None:
+    """The message name when (api_key, version) is one of `OLD_VERSIONS`, else None."""
+    old = OLD_VERSIONS.get(api_key)
+    return old.message if old is not None and version in old.versions else None
 
 
 def version(api_key: int) -> int:

@@ -7,7 +7,8 @@ header v1 for flexible API versions, v1 / v0 otherwise, and ApiVersions response
 
 The ZooKeeper-mode inter-broker APIs, which kio lacks (`interbroker.APIS`), go through the same
 functions: their bodies are read-only dataclasses from `schema_codec`, at the one version
-`interbroker` names.
+`interbroker` names. So do the old versions of client APIs that Kafka 3.9 serves and kio lacks
+(`interbroker.OLD_VERSIONS`: Fetch v0–3, ListOffsets v0, ...), with kio's field names.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from kio.serial._implicit_defaults import get_implicit_default
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, is_optional
 from kio.schema.errors import ErrorCode
 
-from kbroker.wire.interbroker import SCHEMA_APIS
+from kbroker.wire.interbroker import OLD_VERSIONS, SCHEMA_APIS, old_version
 from kbroker.wire.request_guard import check_request_bounds
 
 API_VERSIONS_KEY = 18
@@ -80,21 +81,36 @@ def _response_codec(api_key: int, version: int):
     return cls, entity_writer(cls)
 
 
+def _by_schema(api_key: int, version: int) -> bool:
+    """Whether this body goes through schema_codec: an inter-broker API, or an old version kio lacks."""
+    return api_key in SCHEMA_APIS or old_version(api_key, version) is not None
+
+
 def _schema_codec(api_key: int, version: int, kind: str):
-    """The schema-driven codec of an inter-broker body; `kind` is "Request" or "Response"."""
+    """The schema-driven codec of an inter-broker body, or of an old version of a client API (with
+    kio's field names); `kind` is "Request" or "Response"."""
     from kbroker.wire.schema_codec import message_codec  # deferred: it imports ProtocolError from here
 
-    return message_codec(SCHEMA_APIS[api_key].message + kind, version)
+    if api_key in SCHEMA_APIS:
+        return message_codec(SCHEMA_APIS[api_key].message + kind, version)
+    return message_codec(old_version(api_key, version) + kind, version, kio_names=True)
+
+
+def old_versions(api_key: int) -> range:
+    """The versions below kio's that kbroker still decodes and encodes (Kafka 3.9's, KIP-896 removed
+    them in Kafka 4); empty for most APIs."""
+    old = OLD_VERSIONS.get(api_key)
+    return old.versions if old is not None else range(0)
 
 
 def response_class(api_key: int, version: int) -> type:
-    if api_key in SCHEMA_APIS:
+    if _by_schema(api_key, version):
         return _schema_codec(api_key, version, "Response").cls
     return _response_codec(api_key, version)[0]
 
 
 def request_class(api_key: int, version: int) -> type:
-    if api_key in SCHEMA_APIS:
+    if _by_schema(api_key, version):
         return _schema_codec(api_key, version, "Request").cls
     return _request_codec(api_key, version)[0]
 
@@ -122,7 +138,7 @@ def parse_request_header(frame: bytes | memoryview) -> tuple[RequestHeader, int]
     elif length != -1:
         raise ProtocolError(f"invalid client_id length {length}")
     flexible = False
-    if api_version in known_versions(api_key):
+    if api_version in known_versions(api_key) or api_version in old_versions(api_key):
         flexible = bool(request_class(api_key, api_version).__flexible__)
         if flexible:
             pos = _skip_tagged_fields(frame, pos)
@@ -154,8 +170,8 @@ def _skip_tagged_fields(buf: bytes | memoryview, pos: int) -> int:
 
 
 def decode_request(header: RequestHeader, frame: bytes | memoryview, body_offset: int) -> Any:
-    """Decode the body of a request whose version kio knows; ProtocolError on garbage."""
-    if header.api_key in SCHEMA_APIS:
+    """Decode the body of a request whose version kio (or schema_codec) knows; ProtocolError on garbage."""
+    if _by_schema(header.api_key, header.api_version):
         return _schema_codec(header.api_key, header.api_version, "Request").decode(frame, body_offset)[0]
     cls, reader = _request_codec(header.api_key, header.api_version)
     try:
@@ -169,7 +185,7 @@ def decode_request(header: RequestHeader, frame: bytes | memoryview, body_offset
 
 def encode_response(header: RequestHeader, response: Any) -> bytes:
     """Response frame: size, header (v0, or v1 for flexible versions except ApiVersions), body."""
-    if header.api_key in SCHEMA_APIS:
+    if _by_schema(header.api_key, header.api_version):
         codec = _schema_codec(header.api_key, header.api_version, "Response")
         return _schema_frame(_I32.pack(header.correlation_id) + (b"\0" if header.flexible else b""), codec, response)
     _cls, writer = _response_codec(header.api_key, header.api_version)
@@ -193,7 +209,7 @@ def _client_codec(api_key: int, version: int):
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None, data: Mapping[str, Any]) -> bytes:
     """A request frame (size, header v1 or v2, body built from `data`), as a client sends it."""
-    if api_key in SCHEMA_APIS:
+    if _by_schema(api_key, version):
         codec = _schema_codec(api_key, version, "Request")
         raw = None if client_id is None else client_id.encode()
         head = _HEADER.pack(api_key, version, correlation_id)
@@ -221,7 +237,7 @@ def decode_response(api_key: int, version: int, frame: bytes | memoryview) -> tu
     if len(frame) < 4:
         raise ProtocolError("response shorter than its header")
     (correlation_id,) = _I32.unpack_from(frame, 0)
-    if api_key in SCHEMA_APIS:
+    if _by_schema(api_key, version):
         codec = _schema_codec(api_key, version, "Response")
         pos = _skip_tagged_fields(frame, 4) if codec.flexible else 4
         return correlation_id, codec.decode(frame, pos)[0]

@@ -5,6 +5,11 @@ Owns loading the definitions vendored in `kbroker/wire/schemas/`, compiling one 
 and encoding plain dicts (or decoded objects) with the convention of `protocol.build`: fields
 absent from the dict take their schema default, fields the version lacks are ignored.
 
+The same codec carries the old versions of client APIs that kio (Kafka 4 schemas) no longer has
+(`interbroker.OLD_VERSIONS`): compiled with `kio_names`, their fields are named as kio names them
+(a trailing `Ms` dropped: `MaxWaitMs` → `max_wait`), so one handler reads kio's entities and these
+alike. `bytes` and `records` fields are nullable byte strings (records as bytes, never opened).
+
 Decoding is bounded by the bytes that remain: an array or string may not claim more elements or
 bytes than are left, so a forged count fails before anything is allocated, and every malformed
 input raises `ProtocolError`. Plans are closures over precompiled `struct.Struct`s (a run of
@@ -43,10 +48,14 @@ Writer = Callable[[bytearray, Any], None]
 Getter = Callable[[str, Any], Any]
 
 
-def to_snake_case(name: str) -> str:
+def to_snake_case(name: str, kio_names: bool = False) -> str:
     """A Kafka field name as kio spells it: `isKRaftController` → `is_k_raft_controller`,
-    `ZkVersion` → `zk_version`; names of builtins get a trailing underscore (`Id` → `id_`)."""
+    `ZkVersion` → `zk_version`; names of builtins get a trailing underscore (`Id` → `id_`). With
+    `kio_names`, also kio's dropped unit: `ThrottleTimeMs` → `throttle_time` (kio types those as
+    durations; here they stay integers, which `protocol.to_ms` reads alike)."""
     snake = _WORD_BOUNDARY.sub("_", name).lower()
+    if kio_names and snake.endswith("_ms"):
+        snake = snake[:-3]
     return snake + "_" if snake in _BUILTINS else snake
 
 
@@ -199,6 +208,29 @@ def _string(flexible: bool, nullable: bool) -> _Codec:
             out += raw
 
     return _Codec(read, write, _identity, None if nullable else "")
+
+
+def _bytes(flexible: bool, nullable: bool) -> _Codec:
+    """`bytes` and `records`: int32 length (-1 null), or the compact length when flexible."""
+    def read(buf: Any, pos: int, values: list) -> int:
+        n, pos = _read_length(buf, pos, flexible, _I32, nullable)
+        if n < 0:
+            values.append(None)
+            return pos
+        end = pos + n
+        if end > len(buf):
+            raise ProtocolError(f"bytes of {n} runs past the end")
+        values.append(bytes(buf[pos:end]))
+        return end
+
+    def write(out: bytearray, value: Any) -> None:
+        if _null(value, nullable):
+            _write_length(out, -1, flexible, _I32)
+        else:
+            _write_length(out, len(value), flexible, _I32)
+            out += value
+
+    return _Codec(read, write, _identity, None if nullable else b"")
 
 
 def _uuid_read(buf: Any, pos: int, values: list) -> int:
@@ -369,8 +401,9 @@ def _parse_default(raw: Any, kind: str) -> Any:
 
 
 class _Compiler:
-    def __init__(self, schema: dict, version: int) -> None:
+    def __init__(self, schema: dict, version: int, kio_names: bool = False) -> None:
         self.version = version
+        self.kio_names = kio_names
         self.flexible = version in _version_range(schema.get("flexibleVersions"))
         self.common = {s["name"]: s for s in schema.get("commonStructs", ())}
         self.structs: dict[str, _Struct] = {}
@@ -378,7 +411,7 @@ class _Compiler:
     def struct(self, name: str, specs: list[dict]) -> _Struct:
         if name not in self.structs:  # a common struct is compiled once for every field naming it
             fields = [self.field(spec) for spec in specs if self.version in _version_range(spec["versions"])]
-            known = frozenset(to_snake_case(spec["name"]) for spec in specs)
+            known = frozenset(to_snake_case(spec["name"], self.kio_names) for spec in specs)
             self.structs[name] = _Struct(name, fields, self.flexible, self.version, known)
         return self.structs[name]
 
@@ -391,7 +424,7 @@ class _Compiler:
             codec = self.value(kind, spec, nullable)
         default = codec.default if "default" not in spec else _parse_default(spec["default"], kind)
         tag = spec.get("tag") if self.version in _version_range(spec.get("taggedVersions")) else None
-        return _Field(to_snake_case(spec["name"]), codec, default, tag)
+        return _Field(to_snake_case(spec["name"], self.kio_names), codec, default, tag)
 
     def value(self, kind: str, spec: dict, nullable: bool) -> _Codec:
         if kind in _FIXED:
@@ -400,6 +433,8 @@ class _Compiler:
             return _string(self.flexible, nullable)
         if kind == "uuid":
             return _UUID
+        if kind in ("bytes", "records"):
+            return _bytes(self.flexible, nullable)
         if nullable:
             raise ValueError(f"{spec['name']}: nullable {kind} is not supported")
         if kind in self.common:
@@ -412,11 +447,11 @@ class _Compiler:
 class MessageCodec:
     """One message (a request or response body) at one version: `cls`, `decode`, `encode`, `build`."""
 
-    def __init__(self, name: str, version: int) -> None:
+    def __init__(self, name: str, version: int, kio_names: bool = False) -> None:
         schema = load_schema(name)
         if version not in _version_range(schema["validVersions"]):
             raise ValueError(f"{name} has no version {version}")
-        compiler = _Compiler(schema, version)
+        compiler = _Compiler(schema, version, kio_names)
         self.name, self.version, self.flexible = name, version, compiler.flexible
         self.api_key: int = schema["apiKey"]
         self._root = compiler.struct(name, schema["fields"])
@@ -451,6 +486,7 @@ class MessageCodec:
 
 
 @lru_cache(maxsize=None)
-def message_codec(name: str, version: int) -> MessageCodec:
-    """The codec of `name` (e.g. "LeaderAndIsrRequest") at `version`, compiled once."""
-    return MessageCodec(name, version)
+def message_codec(name: str, version: int, kio_names: bool = False) -> MessageCodec:
+    """The codec of `name` (e.g. "LeaderAndIsrRequest") at `version`, compiled once; `kio_names`:
+    fields named as kio names them (see `to_snake_case`)."""
+    return MessageCodec(name, version, kio_names)

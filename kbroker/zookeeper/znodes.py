@@ -3,7 +3,8 @@
 Pure functions only (no kazoo, no I/O), so an operator who knows Kafka can read a kbroker cluster's
 ZooKeeper tree and the controller's logic can be tested without a server. Payload formats follow
 Kafka's `ZkData.scala`: broker registration v5, topic assignment v3 (with `topic_id`), partition
-state v1, config v1, config change notification v2, producer id block v1, log dir event v1.
+state v1, config v1, config change notification v2, producer id block v1, log dir event v1,
+ACLs v1 (`/kafka-acl...`) and their change notifications.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import time
 import urllib.parse
 import uuid
 from dataclasses import dataclass, field
+
+from kbroker.security import acl
 
 
 class ZkError(Exception):
@@ -113,6 +116,21 @@ def desanitize(name: str) -> str:
 
 def user_config_path(user: str) -> str:
     return f"{CONFIG_USERS}/{sanitize(user)}"
+
+
+CONFIG_CLIENTS = "/config/clients"  # /config/clients/<sanitized client id>: client-id quotas
+
+
+def quota_config_path(entity_path: str) -> str:
+    """A client quota entity's znode: `/config/users/<u>`, `/config/clients/<c>` or
+    `/config/users/<u>/clients/<c>` (names sanitized, `<default>` for the defaults)."""
+    return f"/config/{entity_path}"
+
+
+def quota_config_change(entity_path: str) -> bytes:
+    """The `/config/changes` notification of a quota entity (Kafka's entity_path is the same path)."""
+    entity_type, _, name = entity_path.partition("/")
+    return encode_config_change(entity_type, name)
 
 
 def _json(value: object) -> bytes:
@@ -364,3 +382,105 @@ def decode_log_dir_event(data: bytes | None) -> int | None:
     except ValueError:
         return None
     return broker if isinstance(broker, int) and not isinstance(broker, bool) else None
+
+
+# -- ACLs: /kafka-acl, /kafka-acl-extended, and their change notifications (Kafka's ZkData) ----------
+# A pattern's entries live in one znode per resource: `/kafka-acl/<Type>/<name>` for LITERAL patterns,
+# `/kafka-acl-extended/prefixed/<Type>/<name>` for PREFIXED ones (the type in Kafka's PascalCase:
+# Topic, Group, Cluster, TransactionalId, DelegationToken, User; the name as it is: names holding '/'
+# are refused). Every change adds a sequential notification naming the pattern: under
+# `/kafka-acl-changes` as `TOPIC:<name>` text for a literal one, under `/kafka-acl-extended-changes`
+# as JSON for the others.
+ACL_PATH = "/kafka-acl"
+EXTENDED_ACL_PATH = "/kafka-acl-extended"
+ACL_CHANGES = "/kafka-acl-changes"
+EXTENDED_ACL_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+
+
+def acl_store_path(pattern_type) -> str:
+    """The root of a pattern type's ACL znodes (ZkAclStore.aclPath)."""
+    if pattern_type == acl.PatternType.LITERAL:
+        return ACL_PATH
+    return f"{EXTENDED_ACL_PATH}/{pattern_type.name.lower()}"
+
+
+def acl_paths() -> tuple[str, ...]:
+    """What KafkaZkClient.createAclPaths makes: each store's root and its resource types, and the
+    two change paths."""
+    out = []
+    for pattern_type in (acl.PatternType.LITERAL, acl.PatternType.PREFIXED):
+        root = acl_store_path(pattern_type)
+        out.append(root)
+        out += [f"{root}/{acl.name_of(t)}" for t in acl.CONCRETE_RESOURCE_TYPES]
+    return (*out, ACL_CHANGES, EXTENDED_ACL_CHANGES)
+
+
+def acl_resource_path(pattern) -> str:
+    """`/kafka-acl/Topic/orders`, `/kafka-acl-extended/prefixed/Group/team-` (ResourceZNode.path)."""
+    return f"{acl_store_path(pattern.pattern_type)}/{acl.name_of(pattern.resource_type)}/{pattern.name}"
+
+
+def encode_acls(entries) -> bytes:
+    """A resource's ACL znode: `{"version":1,"acls":[{"principal":"User:alice","permissionType":"Allow",
+    "operation":"Read","host":"*"}]}` (AclEntry.toJsonCompatibleMap), entries in a stable order."""
+    return _json({"version": 1, "acls": [acl.entry_to_json(e) for e in sorted(entries, key=acl.entry_order)]})
+
+
+def decode_acls(data: bytes | None) -> tuple[set, list[str]]:
+    """(the entries of a resource's ACL znode, why entries were left out). Kafka refuses a znode of
+    another version; an entry with an unknown operation or permission, or a principal that is not
+    `Type:name`, is left out here (Kafka would fail to load it) rather than failing the rest."""
+    payload = _parse(data)
+    if not payload:
+        return set(), []
+    if payload.get("version") != 1:
+        return set(), [f"unsupported ACL znode version {payload.get('version')!r}"]
+    entries, skipped = set(), []
+    for item in payload.get("acls") or []:
+        entry = acl.entry_from_json(item)
+        if entry is None:
+            skipped.append(f"invalid ACL entry {item!r}")
+        else:
+            entries.add(entry)
+    return entries, skipped
+
+
+def acl_change_path(pattern) -> str:
+    """The prefix a pattern's change notification is created under (sequential)."""
+    parent = ACL_CHANGES if pattern.pattern_type == acl.PatternType.LITERAL else EXTENDED_ACL_CHANGES
+    return f"{parent}/{ACL_CHANGE_PREFIX}"
+
+
+def encode_acl_change(pattern) -> bytes:
+    """LiteralAclChangeStore: `TOPIC:orders` (the type's enum name); ExtendedAclChangeStore:
+    `{"version":1,"resourceType":"TOPIC","name":"team-","patternType":"PREFIXED"}`."""
+    if pattern.pattern_type == acl.PatternType.LITERAL:
+        return f"{pattern.resource_type.name}:{pattern.name}".encode()
+    return _json({"version": 1, "resourceType": pattern.resource_type.name, "name": pattern.name,
+                  "patternType": pattern.pattern_type.name})
+
+
+def decode_acl_change(parent: str, data: bytes | None):
+    """The pattern a notification under `parent` names; None for one that cannot be read."""
+
+    def resource_type(text: str):  # ResourceType.fromString: the enum name, any case
+        return acl.ResourceType.__members__.get(text.upper(), acl.ResourceType.UNKNOWN)
+
+    try:
+        if parent == ACL_CHANGES:
+            rtype, sep, name = (data or b"").decode("utf-8").partition(":")
+            pattern = acl.ResourcePattern(resource_type(rtype), name, acl.PatternType.LITERAL) if sep else None
+        else:
+            payload = _parse(data)
+            if int(payload.get("version", 0)) > 1 or "name" not in payload:
+                return None
+            pattern = acl.ResourcePattern(resource_type(str(payload.get("resourceType", ""))), str(payload["name"]),
+                                          acl.PatternType.__members__.get(str(payload.get("patternType", "")),
+                                                                          acl.PatternType.UNKNOWN))
+    except (ValueError, TypeError, UnicodeDecodeError):
+        return None
+    if pattern is None or pattern.is_unknown or not pattern.pattern_type.is_specific \
+            or pattern.resource_type == acl.ResourceType.ANY:
+        return None
+    return pattern

@@ -95,7 +95,9 @@ def test_refusals():
     broker = FakeBroker()
     assert _incremental(broker, "4", _op(RATE, "5", configs.SET))["error_code"] == ErrorCode.invalid_request
     assert _incremental(broker, "3", _op("num.partitions", "5", configs.SET))["error_code"] == ErrorCode.invalid_config
-    assert _incremental(broker, "3", _op("no.such.key", "5", configs.SET))["error_code"] == ErrorCode.invalid_config
+    assert _incremental(broker, "3", _op("process.roles", "broker", configs.SET))["error_code"] == \
+        ErrorCode.invalid_config  # a static key of Kafka's kbroker does not define
+    assert _incremental(broker, "3", _op("no.such.key", "5", configs.APPEND))["error_code"] == ErrorCode.invalid_config
     assert _incremental(broker, "3", _op(RATE, "-1", configs.SET))["error_code"] == ErrorCode.invalid_config
     assert _incremental(broker, "3", _op(RATE, "fast", configs.SET))["error_code"] == ErrorCode.invalid_config
     assert _incremental(broker, "3", _op(RATE, "5", configs.APPEND))["error_code"] == ErrorCode.invalid_config
@@ -182,3 +184,22 @@ def test_append_to_a_key_of_an_unknown_resource_type_is_an_error_not_a_crash():
         answer = _run(configs.incremental_alter_configs, broker, resources=[resource],
                       validate_only=False)["responses"][0]
         assert answer["error_code"] != ErrorCode.none
+
+
+def test_a_custom_broker_key_is_stored_and_shown_back_as_kafka_does():
+    """Kafka 3.8/3.9 stores a key it does not define (a Node.js client setting cleanup.policy on a
+    broker gets OK) and DescribeConfigs shows it: sensitive, so without its value."""
+    broker = FakeBroker()
+    assert _incremental(broker, "3", _op("cleanup.policy", "compact", configs.SET),
+                        _op(RATE, "77", configs.SET))["error_code"] == ErrorCode.none
+    assert broker.stored["3"] == {"cleanup.policy": "compact", RATE: "77"}
+    shown = _describe(broker)["cleanup.policy"]
+    assert (shown["value"], shown["is_sensitive"], shown["read_only"], shown["config_source"], shown["config_type"]) \
+        == (None, True, True, ConfigSource.DYNAMIC_BROKER_CONFIG, 0)
+    assert _incremental(broker, "3", _op("cleanup.policy", None, configs.DELETE))["error_code"] == ErrorCode.none
+    assert broker.stored["3"] == {RATE: "77"} and "cleanup.policy" not in _describe(broker)
+    resource = SimpleNamespace(resource_type=configs.BROKER, resource_name="",
+                               configs=[SimpleNamespace(name="team.owner", value="payments")])
+    answer = _run(configs.alter_configs, broker, resources=[resource], validate_only=False)["responses"][0]
+    assert answer["error_code"] == ErrorCode.none and broker.stored["<default>"] == {"team.owner": "payments"}
+    assert list(_describe(broker, "")) == ["team.owner"]
