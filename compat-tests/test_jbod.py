@@ -277,13 +277,14 @@ def test_a_move_under_load_survives_kill_9(kt, two_dir_broker):
 # --- a failed log dir -------------------------------------------------------------------------------
 
 def partition_errors(kt, broker, topic: str, partition: int) -> dict[str, int]:
-    """The partition's error code in Fetch v4, ListOffsets v1 and Metadata v9 (raw requests)."""
+    """The partition's error code in Fetch v6 (below it Kafka answers a storage error as
+    NOT_LEADER_OR_FOLLOWER), ListOffsets v1 and Metadata v9 (raw requests)."""
     def ask(api_key: int, version: int, body: dict):
         with socket.create_connection((broker.host, broker.port), timeout=10) as sock:
             sock.sendall(encode_request(api_key, version, 1, "compat-log-dirs", body))
             return decode_response(api_key, version, kt.recv_frame(sock))[1]
 
-    fetch = ask( 1, 4, {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
+    fetch = ask(1, 6, {"replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 1 << 20,
                                "isolation_level": 0, "topics": [{"topic": topic, "partitions": [
                                    {"partition": partition, "fetch_offset": 0, "log_start_offset": -1,
                                     "partition_max_bytes": 1 << 20}]}]})

@@ -219,7 +219,9 @@ def test_a_producer_quota_holds_a_greedy_producer_and_spares_the_others(kbroker)
     assert throttled.max_throttle_ms() > 0  # throttle_time_ms reached the client
     assert other.max_throttle_ms() == 0
     beside = other.rate(WINDOW_NUM, WINDOW_NUM + 10)
-    assert beside >= 0.5 * alone and beside > 10 * QUOTA, \
+    # a shared 2-core machine: the other producer is judged against the quota (ten times it, so never
+    # throttled) and loosely against its own rate alone, which other work on the machine moves
+    assert beside >= 0.25 * alone and beside > 10 * QUOTA, \
         f"unthrottled producer at {beside / 1e6:.1f} MB/s beside the throttled one, {alone / 1e6:.1f} MB/s alone"
 
 

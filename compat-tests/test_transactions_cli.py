@@ -107,7 +107,8 @@ def test_a_hanging_transaction_is_found_and_aborted(kbroker):
         producer.begin_transaction()
         producer.produce(topic, value=b"committed")
         producer.commit_transaction(20)
-        assert admin.list_offsets([(topic, 0)], LATEST)[(topic, 0)] == 3  # data, data, marker
+        # data, data, marker (the commit's marker is written in the background after EndTxn answers)
+        wait_until(lambda: admin.list_offsets([(topic, 0)], LATEST)[(topic, 0)] == 3, 10, "the commit marker")
         assert admin.list_offsets([(topic, 0)], LATEST, read_committed=True)[(topic, 0)] == 0
 
         found = cli(kbroker, "find-hanging", "--max-transaction-timeout", "0", "--output", "json")

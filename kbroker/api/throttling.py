@@ -146,7 +146,8 @@ async def answer_with_quotas(spec, header, ctx: "RequestContext", request, frame
         if cap < request.max_bytes:
             cap = max(int(cap), 1)
             request = replace(request, max_bytes=cap, min_bytes=min(request.min_bytes, cap))
-    timed = quotas.request.enabled and not (key == PRODUCE_KEY and request.acks == 0)
+    timed = (quotas.request.enabled and not (key == PRODUCE_KEY and request.acks == 0)
+             and quotas.request.bounded(user, client_id))  # the handler is timed only for a request quota
     spent = [decode_ns]
     pending = spec.handler(ctx, request)
     data = await answer(spec, header, _timed(pending, spent) if timed else pending)

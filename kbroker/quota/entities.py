@@ -23,6 +23,7 @@ gives the same answer.
 
 from __future__ import annotations
 
+import math
 from typing import Mapping, NamedTuple
 
 from kbroker.zookeeper.znodes import desanitize, sanitize
@@ -102,7 +103,7 @@ def parse_quota_value(key: str, value: str) -> float:
     number = float(value)
     if key in LONG_KEYS:
         number = float(int(number))
-    if number != number or number <= 0:
+    if math.isnan(number) or number <= 0:
         raise ValueError(f"{key}={value} is not a positive quota")
     return number
 

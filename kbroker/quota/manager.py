@@ -113,12 +113,12 @@ class ClientQuotaManager:
     def record_and_throttle(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> int:
         """recordAndGetThrottleTimeMs: record `value`, then the time (ms) the client must wait for
         the rate to come back to its bound; 0 within it."""
-        now = self.clock() if now_ms is None else now_ms
         sensor = self.sensor(user, client_id)
+        if sensor.bound is None:  # no quota applies: nothing to measure (Kafka records it for its metrics)
+            return 0
+        now = self.clock() if now_ms is None else now_ms
         sensor.last_record_ms = now
         sensor.rate.record(value, now)
-        if sensor.bound is None:
-            return 0
         return self._throttle(sensor, now)
 
     def _throttle(self, sensor: Sensor, now: int) -> int:
@@ -126,8 +126,13 @@ class ClientQuotaManager:
 
     def unrecord(self, user: str, client_id: str, value: float, now_ms: int | None = None) -> None:
         """unrecordQuotaSensor: take back what a throttled fetch did not send."""
-        now = self.clock() if now_ms is None else now_ms
-        self.sensor(user, client_id).rate.record(-value, now)
+        sensor = self.sensor(user, client_id)
+        if sensor.bound is not None:
+            sensor.rate.record(-value, self.clock() if now_ms is None else now_ms)
+
+    def bounded(self, user: str, client_id: str) -> bool:
+        """Whether a quota of this type applies to this principal name and client id."""
+        return self.sensor(user, client_id).bound is not None
 
     def max_value_in_window(self, user: str, client_id: str) -> float:
         """getMaxValueInQuotaWindow: the most one request can take without being sure to be

@@ -157,8 +157,8 @@ def test_alter_errors_are_per_entity_and_nothing_of_a_refused_one_applies(broker
         (ErrorCode.invalid_request, "Configuration producer_byte_rate must be a LONG value"),
         (ErrorCode.invalid_request, "Quota request_percentage must be greater than 0"),
         (ErrorCode.invalid_request, "IP quotas (connection_creation_rate) are not supported by kbroker"),
-        (ErrorCode.invalid_request, "Invalid quota entity combination, IP entity should not be used with "
-                                    "user/client ID entity."),
+        (ErrorCode.invalid_request,
+         "Invalid quota entity combination, IP entity should not be used with user/client ID entity."),
         (ErrorCode.none, None),
     ]
     assert describe(broker) == [((("user", "ok"),), (("producer_byte_rate", 1e6), ("request_percentage", 12.5)))]

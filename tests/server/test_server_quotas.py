@@ -2,8 +2,6 @@
 its throttle ends (KIP-219) while another connection is served meanwhile; connection limits per IP
 (with overrides, changed at run time) and per listener refuse the extra connection at once."""
 
-import struct
-
 import trio
 
 from kbroker.config import BrokerConfig
