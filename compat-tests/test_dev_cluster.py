@@ -173,7 +173,7 @@ def test_dev_cluster_serves_a_replicated_cluster_and_stops_everything_on_sigterm
         assert second.returncode == 2 and "in use" in second.stderr, second.stderr
 
         admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic("dev-rf3", num_partitions=3, replication_factor=3)])["dev-rf3"].result(30)
+        admin.create_topics([NewTopic("dev-rf3", num_partitions=3, replication_factor=3)])["dev-rf3"].result(60)
 
         def full_isr():
             parts = admin.list_topics("dev-rf3", timeout=10).topics["dev-rf3"].partitions
