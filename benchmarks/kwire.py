@@ -159,36 +159,42 @@ def produce_pipelined(host: str, port: int, topic: str, partitions: int, batch: 
                       deadline: float) -> dict:
     """Send `count` Produce v3 requests (acks=1, one batch for partition i % partitions each) as fast
     as the socket takes them while a second thread reads the answers; errors are counted."""
-    frames = [produce_v3(0, topic, p, batch) for p in range(partitions)]
     with socket.create_connection((host, port), timeout=60) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        result = {"answered": 0, "errors": 0, "first_error": None}
+        return produce_pipelined_on(sock, topic, partitions, batch, count, deadline)
 
-        def read_answers() -> None:
-            try:
-                for _ in range(count):
-                    resp = read_response(sock)
-                    # correlation, [topic: name, [partition, error, ...]]
-                    (name_len,) = struct.unpack_from(">h", resp, 8)
-                    (error,) = struct.unpack_from(">h", resp, 10 + name_len + 8)
-                    if error:
-                        result["errors"] += 1
-                        result["first_error"] = result["first_error"] or f"error code {error}"
-                    result["answered"] += 1
-            except OSError as exc:
-                result["first_error"] = result["first_error"] or str(exc)
 
-        reader = threading.Thread(target=read_answers, daemon=True)
-        t0 = time.perf_counter()
-        reader.start()
-        sent = 0
-        for i in range(count):
-            if not i & 255 and time.perf_counter() > deadline:
-                break
-            frame = bytearray(frames[i % partitions])
-            struct.pack_into(">i", frame, 8, i)  # correlation id
-            sock.sendall(frame)
-            sent += 1
-        reader.join(max(1.0, deadline - time.perf_counter()))
-        elapsed = time.perf_counter() - t0
+def produce_pipelined_on(sock: socket.socket, topic: str, partitions: int, batch: bytes, count: int,
+                         deadline: float) -> dict:
+    """produce_pipelined on a socket already connected (and, on a SASL listener, authenticated)."""
+    frames = [produce_v3(0, topic, p, batch) for p in range(partitions)]
+    result = {"answered": 0, "errors": 0, "first_error": None}
+
+    def read_answers() -> None:
+        try:
+            for _ in range(count):
+                resp = read_response(sock)
+                # correlation, [topic: name, [partition, error, ...]]
+                (name_len,) = struct.unpack_from(">h", resp, 8)
+                (error,) = struct.unpack_from(">h", resp, 10 + name_len + 8)
+                if error:
+                    result["errors"] += 1
+                    result["first_error"] = result["first_error"] or f"error code {error}"
+                result["answered"] += 1
+        except OSError as exc:
+            result["first_error"] = result["first_error"] or str(exc)
+
+    reader = threading.Thread(target=read_answers, daemon=True)
+    t0 = time.perf_counter()
+    reader.start()
+    sent = 0
+    for i in range(count):
+        if not i & 255 and time.perf_counter() > deadline:
+            break
+        frame = bytearray(frames[i % partitions])
+        struct.pack_into(">i", frame, 8, i)  # correlation id
+        sock.sendall(frame)
+        sent += 1
+    reader.join(max(1.0, deadline - time.perf_counter()))
+    elapsed = time.perf_counter() - t0
     return {"sent": sent, "seconds": elapsed, "aborted": sent < count or result["answered"] < sent, **result}

@@ -40,7 +40,6 @@ import shutil
 import socket
 import ssl
 import struct
-import threading
 import time
 
 import trustme
@@ -272,40 +271,6 @@ def _auth_run(ctx: Ctx, sb: SecureBroker, name: str, cache_client_key: bool) -> 
 
 
 # -- 3. the produce path of an authenticated connection ---------------------------------------------
-def _produce_pipelined(sock: socket.socket, topic: str, batch: bytes, count: int, deadline: float) -> dict:
-    """kwire.produce_pipelined on a socket already connected (and authenticated): `count` Produce v3
-    requests (acks=1, partition 0) sent as fast as the socket takes them while a thread reads the answers."""
-    frame = bytearray(kwire.produce_v3(0, topic, 0, batch))
-    result = {"answered": 0, "errors": 0, "first_error": None}
-
-    def read_answers() -> None:
-        try:
-            for _ in range(count):
-                resp = kwire.read_response(sock)
-                (name_len,) = struct.unpack_from(">h", resp, 8)
-                (error,) = struct.unpack_from(">h", resp, 10 + name_len + 8)
-                if error:
-                    result["errors"] += 1
-                    result["first_error"] = result["first_error"] or f"error code {error}"
-                result["answered"] += 1
-        except OSError as exc:
-            result["first_error"] = result["first_error"] or str(exc)
-
-    reader = threading.Thread(target=read_answers, daemon=True)
-    t0 = time.perf_counter()
-    reader.start()
-    sent = 0
-    for i in range(count):
-        if not i & 255 and time.perf_counter() > deadline:
-            break
-        struct.pack_into(">i", frame, 8, 1000 + i)  # correlation id
-        sock.sendall(frame)
-        sent += 1
-    reader.join(max(1.0, deadline - time.perf_counter()))
-    elapsed = time.perf_counter() - t0
-    return {"sent": sent, "seconds": elapsed, "aborted": sent < count or result["answered"] < sent, **result}
-
-
 def _requests_runs(ctx: Ctx, sb: SecureBroker) -> dict[str, dict]:
     """Pipelined one-record Produce requests over a PLAINTEXT connection and over a SASL_PLAINTEXT
     one authenticated first, both open throughout, in REQUEST_SLICES slices per listener taken in
@@ -330,7 +295,7 @@ def _requests_runs(ctx: Ctx, sb: SecureBroker) -> dict[str, dict]:
         order = [names[(i + i // 2) % 2] for i in range(2 * REQUEST_SLICES)]  # P S S P P S S P ...
         for name in order:
             with Meter(stats) as meter:
-                r = _produce_pipelined(socks[name], topics[name], batch, per_slice, deadline)
+                r = kwire.produce_pipelined_on(socks[name], topics[name], 1, batch, per_slice, deadline)
             t = totals[name]
             for key in ("sent", "answered", "errors", "seconds"):
                 t[key] += r[key]
