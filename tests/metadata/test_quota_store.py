@@ -17,7 +17,8 @@ from kbroker.metadata.store import BrokerInfo, LocalMetadataStore
 from kbroker.zookeeper import znodes as zk
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "security"))
-from test_credentials_store import FakeSession, FakeZooKeeper, cred  # noqa: E402
+from fake_zookeeper import FakeSession, FakeZooKeeper  # noqa: E402
+from test_credentials_store import cred  # noqa: E402
 
 ME = BrokerInfo(1, "127.0.0.1", 9092)
 
