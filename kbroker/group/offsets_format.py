@@ -14,14 +14,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kbroker.wire.primitives import I16, I32, I64, DecodeError, Reader
 from kbroker.wire.internal_records import (
     build_internal_batch as build_offsets_batch,
+)
+from kbroker.wire.internal_records import (
     checked_pack,
-    iter_internal_records as iter_offsets_records,
     required_string,
     short_string,
 )
+from kbroker.wire.internal_records import (
+    iter_internal_records as iter_offsets_records,
+)
+from kbroker.wire.primitives import I16, I32, I64, DecodeError, Reader
 
 __all__ = [
     "GroupMetadataKey",
