@@ -5,35 +5,48 @@ Every page `/X` has its live part at `/_live/X`, the fragment the page polls eve
 seconds and swaps in; a failed request shows as an error box in that place, so a broker going away
 is visible and the page recovers when it is back. Changes (create a topic, reset a group's
 offsets) are POSTed forms that first answer with a confirmation page; only the confirmed form
-acts. POSTs from another site are refused (Origin / Sec-Fetch-Site), form bodies are bounded.
+acts. POSTs from another site are refused (Origin / Sec-Fetch-Site), form bodies are bounded
+(forms.py).
+
+The pages act as one principal: the command config's, or with `--login` the session's (login.py,
+sessions.py: each session has its own backend). A request the brokers refuse for authorization is
+a refusal naming the principal, the action, the resource and the missing operation (refusals.py):
+HTTP 403 for a change (nothing changed) or a page, in place in a live fragment. Forms the
+principal may not use are not offered (access.py asks the authorized operations); the broker still
+judges each request. `/acls` is the Access page (DescribeAcls).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import datetime
 import time
 from pathlib import Path
-from typing import Any, Callable
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+from typing import Any, AsyncIterator, Callable
+from urllib.parse import quote, urlencode
 
 import jinja2
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import PlainTextResponse, RedirectResponse, Response
+from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from kbroker.admin.client import AdminError
+from kbroker.admin.client import AdminClient, AdminError, KafkaErrorResponse
 from kbroker.admin.reset import STRATEGIES, PlanError, ResetSpec
-from kbroker.console import browse
+from kbroker.console import browse, refusals
 from kbroker.console.backend import ConsoleBackend
+from kbroker.console.forms import read_form
+from kbroker.console.login import LoginGate, LoginRoutes, session_of
+from kbroker.console.sessions import SessionStore
 
 HERE = Path(__file__).resolve().parent
-MAX_FORM_BYTES = 1024 * 1024
-MAX_FORM_FIELDS = 20000
 USER_ERRORS = (AdminError, browse.QueryError, PlanError)
+SESSION_POOL_SIZE = 2  # each login's own admin clients
 
 
 def human_bytes(n: int | None) -> str:
@@ -56,50 +69,83 @@ def _environment() -> jinja2.Environment:
 
 
 class ConsoleApp:
-    """Routes bound to one backend (one cluster)."""
+    """Routes bound to one cluster: one backend, or (`backend` None: --login) each session's."""
 
-    def __init__(self, backend: ConsoleBackend, refresh_s: float) -> None:
-        self.backend = backend
+    def __init__(self, bootstrap: str, backend: ConsoleBackend | None, refresh_s: float) -> None:
+        self.bootstrap, self.backend = bootstrap, backend
         self.refresh_s = refresh_s
         self.templates = Jinja2Templates(env=_environment())
 
+    def _backend(self, request: Request) -> ConsoleBackend:
+        session = session_of(request)
+        if session is not None:
+            return session.resource  # type: ignore[return-value]
+        assert self.backend is not None, "--login: LoginGate lets no request without a session through"
+        return self.backend
+
+    def _principal(self, request: Request) -> str:
+        return self._backend(request).principal or "this principal"
+
     # -- rendering ---------------------------------------------------------------------------
 
-    def _render(self, request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
-        base = {"bootstrap": self.backend.bootstrap, "refresh": self.refresh_s,
-                "now": datetime.datetime.now().strftime("%H:%M:%S"), "error": None}
+    def render(self, request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
+        session = session_of(request)
+        base = {"bootstrap": self.bootstrap, "refresh": self.refresh_s,
+                "now": datetime.datetime.now().strftime("%H:%M:%S"), "error": None, "refusal": None,
+                "user": session.principal if session is not None else None, "bare": False}
         return self.templates.TemplateResponse(request, name, {**base, **context}, status_code=status)
 
-    async def _live(self, request: Request, page: str, call: Callable[..., Any], *args: Any,
-                    **context: Any) -> Response:
-        """A page, or at /_live/... its fragment, with `call(*args)` run in a worker thread."""
+    async def _live(self, request: Request, page: str, action: refusals.Action, call: Callable[..., Any],
+                    *args: Any, **context: Any) -> Response:
+        """A page, or at /_live/... its fragment, with `call(*args)` run in a worker thread; the
+        brokers refusing it for authorization show as `action`'s refusal (a page: 403)."""
         fragment = request.url.path.startswith("/_live/")
         live_url = ("" if fragment else "/_live") + request.url.path
         if request.url.query:
             live_url += "?" + request.url.query
         started = time.monotonic()
+        data = error = refusal = None
         try:
-            data, error = await run_in_threadpool(call, *args), None
+            data = await run_in_threadpool(call, *args)
+        except KafkaErrorResponse as exc:
+            refusal = self._refusal(request, exc, action)
+            error = None if refusal is not None else str(exc)
         except USER_ERRORS as exc:
-            data, error = None, str(exc)
-        context = {**context, "data": data, "error": error, "live_url": live_url,
+            error = str(exc)
+        context = {**context, "data": data, "error": error, "refusal": refusal, "live_url": live_url,
                    "elapsed_ms": int((time.monotonic() - started) * 1000)}
         if fragment:
-            return self._render(request, f"_{page}.html", context)
-        return self._render(request, f"{page}.html", context, 200 if error is None else 502)
+            return self.render(request, f"_{page}.html", context)
+        status = 403 if refusal is not None else 200 if error is None else 502
+        return self.render(request, f"{page}.html", context, status)
+
+    def _refusal(self, request: Request, exc: KafkaErrorResponse, action: refusals.Action) -> refusals.Refusal | None:
+        refusal = refusals.refusal_of(exc.code, self._principal(request), action)
+        resource = getattr(exc, "resource", None)  # access.ResourceRefused: the one refused
+        return refusal._replace(resource=resource) if refusal is not None and resource else refusal
+
+    def _refused(self, request: Request, refusal: refusals.Refusal, nav: str) -> Response:
+        """A change the brokers refused: 403, naming who may not do what."""
+        return self.render(request, "refused.html", {"nav": nav, "refusal": refusal}, 403)
 
     # -- pages -------------------------------------------------------------------------------
 
     async def overview(self, request: Request) -> Response:
-        return await self._live(request, "overview", self.backend.overview, nav="overview")
+        return await self._live(request, "overview", refusals.read_cluster("show the cluster"),
+                                self._backend(request).overview, nav="overview")
 
     async def topics(self, request: Request) -> Response:
-        return await self._live(request, "topics", self.backend.topics, nav="topics")
+        backend = self._backend(request)
+        can_create = True
+        if not request.url.path.startswith("/_live/"):
+            can_create = await run_in_threadpool(backend.may_create_topics)
+        return await self._live(request, "topics", refusals.read_cluster("list topics"), backend.topics,
+                                nav="topics", can_create=can_create)
 
     async def topic(self, request: Request) -> Response:
         name = request.path_params["topic"]
-        return await self._live(request, "topic", self.backend.topic, name, nav="topics", name=name,
-                                done=request.query_params.get("done"))
+        return await self._live(request, "topic", refusals.describe_topic(name), self._backend(request).topic, name,
+                                nav="topics", name=name, done=request.query_params.get("done"))
 
     async def messages(self, request: Request) -> Response:
         name = request.path_params["topic"]
@@ -109,47 +155,52 @@ class ConsoleApp:
         except browse.QueryError as exc:
             form = {k: params.get(k, "") for k in ("partition", "mode", "offset", "timestamp", "limit", "filter",
                                                     "format")}
-            return self._render(request, "messages.html", {
+            return self.render(request, "messages.html", {
                 "nav": "topics", "name": name, "form": form, "data": None, "error": str(exc),
                 "live_url": "", "elapsed_ms": 0, "modes": browse.MODES, "formats": browse.FORMATS}, 400)
         form = {"partition": "" if query.partition is None else str(query.partition), "mode": query.mode,
                 "offset": params.get("offset", ""), "timestamp": params.get("timestamp", ""),
                 "limit": str(query.limit), "filter": query.filter, "format": query.format}
-        return await self._live(request, "messages", self.backend.browse, query, nav="topics", name=name,
+        return await self._live(request, "messages", refusals.browse_topic(name), self._backend(request).browse,
+                                query, nav="topics", name=name,
                                 form=form, modes=browse.MODES, formats=browse.FORMATS,
                                 next_url=f"/topics/{quote(name, safe='')}/messages?" + urlencode(
                                     {**{k: v for k, v in form.items() if k != "offset"}, "mode": "offset"})
                                 + "&offset=")
 
     async def groups(self, request: Request) -> Response:
-        return await self._live(request, "groups", self.backend.groups, nav="groups")
+        return await self._live(request, "groups", refusals.read_cluster("list consumer groups"),
+                                self._backend(request).groups, nav="groups")
 
     async def group(self, request: Request) -> Response:
         group_id = request.path_params["group"]
-        return await self._live(request, "group", self.backend.group, group_id, nav="groups", group_id=group_id,
-                                strategies=STRATEGIES, done=request.query_params.get("done"))
+        backend = self._backend(request)
+        can_reset = True
+        if not request.url.path.startswith("/_live/"):
+            can_reset = await run_in_threadpool(backend.may_reset_offsets, group_id)
+        return await self._live(request, "group", refusals.describe_group(group_id), backend.group, group_id,
+                                nav="groups", group_id=group_id, strategies=STRATEGIES,
+                                done=request.query_params.get("done"), can_reset=can_reset)
+
+    async def acls(self, request: Request) -> Response:
+        """The Access page: the ACLs of `?principal=` (empty: everyone's); without it, with
+        --login, the session's own."""
+        asked = request.query_params.get("principal")
+        session = session_of(request)
+        if asked is None:
+            asked = session.principal if session is not None else ""
+        principal = asked.strip() or None
+        if principal is not None and ":" not in principal:
+            return self.render(request, "acls.html", {
+                "nav": "acls", "principal_filter": asked, "data": None, "live_url": "", "elapsed_ms": 0,
+                "error": "a principal is TYPE:NAME, e.g. User:alice"}, 400)
+        return await self._live(request, "acls", refusals.describe_acls(), self._backend(request).acls, principal,
+                                nav="acls", principal_filter=principal or "")
 
     # -- changes -----------------------------------------------------------------------------
 
-    async def _form(self, request: Request) -> dict[str, list[str]] | Response:
-        if _cross_site(request):
-            return PlainTextResponse("cross-site request refused", 403)
-        body = bytearray()
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > MAX_FORM_BYTES:
-                return PlainTextResponse("form too large", 413)
-        try:
-            pairs = parse_qsl(body.decode("utf-8"), keep_blank_values=True, max_num_fields=MAX_FORM_FIELDS)
-        except (UnicodeDecodeError, ValueError):
-            return PlainTextResponse("malformed form", 400)
-        form: dict[str, list[str]] = {}
-        for key, value in pairs:
-            form.setdefault(key, []).append(value)
-        return form
-
     async def create_topic(self, request: Request) -> Response:
-        form = await self._form(request)
+        form = await read_form(request)
         if isinstance(form, Response):
             return form
         fields = {k: v[-1] for k, v in form.items()}
@@ -157,43 +208,47 @@ class ConsoleApp:
         try:
             name, partitions, factor, configs = _topic_fields(fields)
             if fields.get("confirm") != "yes":
-                return self._render(request, "confirm_create.html", {
+                return self.render(request, "confirm_create.html", {
                     **context, "name": name, "partitions": partitions, "replication_factor": factor,
                     "configs": configs})
-            await run_in_threadpool(self.backend.create_topic, name, partitions, factor, configs)
+            await run_in_threadpool(self._backend(request).create_topic, name, partitions, factor, configs)
+        except KafkaErrorResponse as exc:
+            refusal = self._refusal(request, exc, refusals.create_topic(fields.get("name", "").strip()))
+            if refusal is not None:
+                return self._refused(request, refusal, "topics")
+            return self.render(request, "confirm_create.html", {**context, "error": str(exc), "name": fields.get(
+                "name", ""), "partitions": None, "replication_factor": None, "configs": {}}, 400)
         except USER_ERRORS as exc:
-            return self._render(request, "confirm_create.html", {**context, "error": str(exc), "name": fields.get(
+            return self.render(request, "confirm_create.html", {**context, "error": str(exc), "name": fields.get(
                 "name", ""), "partitions": None, "replication_factor": None, "configs": {}}, 400)
         return RedirectResponse(f"/topics/{quote(name, safe='')}?done=created", 303)
 
     async def reset_offsets(self, request: Request) -> Response:
         group_id = request.path_params["group"]
-        form = await self._form(request)
+        form = await read_form(request)
         if isinstance(form, Response):
             return form
         fields = {k: v[-1] for k, v in form.items()}
         context = {"nav": "groups", "group_id": group_id, "form": fields, "plan": [], "warnings": []}
+        backend = self._backend(request)
+        topic = (fields.get("topic") or "").strip() or None
+        action = refusals.plan_reset(group_id, topic)
         try:
             if fields.get("confirm") == "yes":
                 offsets = _planned_offsets(form.get("planned", []))
-                await run_in_threadpool(self.backend.commit_offsets, group_id, offsets)
+                action = refusals.reset_offsets(group_id, {t for t, _p in offsets})
+                await run_in_threadpool(backend.commit_offsets, group_id, offsets)
                 return RedirectResponse(f"/groups/{quote(group_id, safe='')}?done=reset", 303)
-            topic = (fields.get("topic") or "").strip() or None
             spec = _reset_spec(fields)
-            plan, warnings = await run_in_threadpool(self.backend.plan_reset, group_id, topic, spec)
+            plan, warnings = await run_in_threadpool(backend.plan_reset, group_id, topic, spec)
+        except KafkaErrorResponse as exc:
+            refusal = self._refusal(request, exc, action)
+            if refusal is not None:
+                return self._refused(request, refusal, "groups")
+            return self.render(request, "confirm_reset.html", {**context, "error": str(exc)}, 400)
         except USER_ERRORS as exc:
-            return self._render(request, "confirm_reset.html", {**context, "error": str(exc)}, 400)
-        return self._render(request, "confirm_reset.html", {**context, "plan": plan, "warnings": warnings})
-
-
-def _cross_site(request: Request) -> bool:
-    """A browser's POST from another origin: Sec-Fetch-Site says so, or Origin names another host."""
-    if request.headers.get("sec-fetch-site") == "cross-site":
-        return True
-    origin = request.headers.get("origin")
-    if origin is None:
-        return False
-    return origin == "null" or urlsplit(origin).netloc != request.headers.get("host")
+            return self.render(request, "confirm_reset.html", {**context, "error": str(exc)}, 400)
+        return self.render(request, "confirm_reset.html", {**context, "plan": plan, "warnings": warnings})
 
 
 def _optional_int(fields: dict[str, str], name: str, low: int, high: int) -> int | None:
@@ -253,11 +308,27 @@ def _planned_offsets(values: list[str]) -> dict[tuple[str, int], int]:
     return out
 
 
-def create_app(bootstrap: str, refresh_s: float = 5.0, timeout: float = 10.0, security: Any = None) -> Starlette:
-    """`security`: the brokers' TLS and SASL (kbroker.admin.security.ClientSecurity), or None."""
-    backend = ConsoleBackend(bootstrap, timeout, security)
-    console = ConsoleApp(backend, refresh_s)
+def create_app(bootstrap: str, refresh_s: float = 5.0, timeout: float = 10.0, security: Any = None,
+               login: bool = False, idle_timeout_s: float = 1800.0, max_sessions: int = 100) -> Starlette:
+    """`security`: the brokers' TLS and SASL (kbroker.admin.security.ClientSecurity), or None.
+    `login`: each browser session logs in with a SASL username and password, used in place of
+    the ones `security` holds (its protocol, TLS and mechanism are kept)."""
+    AdminClient(bootstrap, timeout).close()  # the bootstrap list is checked now, not at the first page
+    backend = None if login else ConsoleBackend(bootstrap, timeout, security)
+    console = ConsoleApp(bootstrap, backend, refresh_s)
+    sessions = SessionStore(idle_timeout_s, max_sessions)
+    middleware = []
     routes = []
+    if login:
+        def new_backend(username: str, password: str) -> ConsoleBackend:
+            options = {**security.options, "username": username, "password": password}
+            return ConsoleBackend(bootstrap, timeout, dataclasses.replace(security, options=options),
+                                  SESSION_POOL_SIZE)
+
+        gate = LoginRoutes(sessions, new_backend, console.render)
+        routes += [Route("/login", gate.login_page), Route("/login", gate.login, methods=["POST"]),
+                   Route("/logout", gate.logout, methods=["POST"])]
+        middleware.append(Middleware(LoginGate, sessions=sessions))
     for prefix in ("", "/_live"):
         routes += [
             Route(prefix + "/", console.overview),
@@ -266,6 +337,7 @@ def create_app(bootstrap: str, refresh_s: float = 5.0, timeout: float = 10.0, se
             Route(prefix + "/topics/{topic}/messages", console.messages),
             Route(prefix + "/groups", console.groups),
             Route(prefix + "/groups/{group:path}", console.group),
+            Route(prefix + "/acls", console.acls),
         ]
     routes += [
         Route("/topics", console.create_topic, methods=["POST"]),
@@ -273,8 +345,11 @@ def create_app(bootstrap: str, refresh_s: float = 5.0, timeout: float = 10.0, se
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 
-    async def lifespan(_app: Starlette):
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         yield
-        backend.close()
+        sessions.close()
+        if backend is not None:
+            backend.close()
 
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)

@@ -3,6 +3,11 @@ layer runs these in worker threads). Requests are routed by `kbroker.admin.clien
 (controller, coordinators, leaders) on clients kept in a small pool, one per call at a time since a
 connection is not thread-safe. Sizes come from DescribeLogDirs at every broker, each with a short
 timeout, so a slow broker leaves its sizes unknown instead of stalling a page.
+
+A backend acts as one principal: the command config's, or (`--login`) one session's, whose
+backend has a pool of its own closed when the session ends. What the principal may do is asked
+in `access.py`; reads the brokers refuse raise their KafkaErrorResponse, which the web layer
+shows as a refusal (refusals.py), except a topic's configs, refused on their own.
 """
 
 from __future__ import annotations
@@ -17,9 +22,12 @@ from kbroker.admin.groups import MemberView, OffsetRow, describe_group_offsets, 
 from kbroker.admin.log_dirs import partition_sizes
 from kbroker.admin.partition_reader import fetch_records
 from kbroker.admin.reset import PlannedOffset, ResetSpec
-from kbroker.console import browse
+from kbroker.console import access, browse
 from kbroker.console.pages import (BrokerRow, GroupRow, PartitionRow, TopicRow, broker_rows, group_row,
                                    partition_rows, topic_rows)
+from kbroker.console.refusals import (AUTHORIZATION_ERRORS, Action, describe_group, describe_topic, may_create_topics,
+                                     may_reset_offsets, refusal_of)
+from kbroker.security.acl import AclOperation, ResourceType
 
 POOL_SIZE = 4
 MAX_DESCRIBED_GROUPS = 100  # the groups list describes (members, lag) this many at each refresh
@@ -29,13 +37,15 @@ MIN_FETCH_BYTES = 64 * 1024
 
 class ClientPool:
     """Idle admin clients for the worker threads; a client whose connection failed is closed, not
-    reused (a broker's error answer leaves it usable)."""
+    reused (a broker's error answer leaves it usable). Once the pool is closed, clients still in
+    use are closed when they come back."""
 
     def __init__(self, bootstrap: str, timeout: float, size: int = POOL_SIZE, security: Any = None) -> None:
         AdminClient(bootstrap, timeout).close()  # the bootstrap list is checked now, not at the first page
         self.bootstrap, self.timeout, self.size, self.security = bootstrap, timeout, size, security
         self._idle: list[AdminClient] = []
         self._lock = threading.Lock()
+        self._closed = False
 
     @contextmanager
     def client(self) -> Iterator[AdminClient]:
@@ -51,7 +61,7 @@ class ClientPool:
             raise
         finally:
             with self._lock:
-                keep = healthy and len(self._idle) < self.size
+                keep = healthy and not self._closed and len(self._idle) < self.size
                 if keep:
                     self._idle.append(client)
             if not keep:
@@ -59,7 +69,7 @@ class ClientPool:
 
     def close(self) -> None:
         with self._lock:
-            idle, self._idle = self._idle, []
+            idle, self._idle, self._closed = self._idle, [], True
         for client in idle:
             client.close()
 
@@ -78,6 +88,7 @@ class TopicDetail(NamedTuple):
     partitions: list[PartitionRow]
     configs: list[ConfigValue]
     brokers: dict[int, Broker]
+    configs_refused: str | None = None  # DescribeConfigs refused: why, in words
 
 
 class BrowseResult(NamedTuple):
@@ -101,9 +112,12 @@ class GroupDetail(NamedTuple):
 
 
 class ConsoleBackend:
-    def __init__(self, bootstrap: str, timeout: float, security: Any = None) -> None:
+    def __init__(self, bootstrap: str, timeout: float, security: Any = None, pool_size: int = POOL_SIZE) -> None:
         self.bootstrap = bootstrap
-        self.pool = ClientPool(bootstrap, timeout, security=security)
+        self.pool = ClientPool(bootstrap, timeout, pool_size, security)
+        username = getattr(security, "username", None)
+        # SASL's principal as Kafka's default principal builder makes it; TLS or none: not known here
+        self.principal: str | None = f"User:{username}" if username and security.mechanism else None
 
     def close(self) -> None:
         self.pool.close()
@@ -134,12 +148,28 @@ class ConsoleBackend:
             tps = [(name, p.partition) for p in topic.partitions]
             log_start = client.list_offsets(tps, EARLIEST, strict=False)
             log_end = client.list_offsets(tps, LATEST, strict=False)
-            configs = client.describe_topic_configs([name]).get(name, [])
+            configs, configs_refused = self._topic_configs(client, name)
         hosting = {r for p in topic.partitions for r in p.replicas if r in brokers}
         sizes = partition_sizes(brokers, {b: [(name, p.partition) for p in topic.partitions if b in p.replicas]
                                           for b in hosting}, security=self.pool.security)
         return TopicDetail(topic, partition_rows(topic, log_start, log_end, sizes),
-                           sorted(configs, key=lambda c: c.name), brokers)
+                           sorted(configs, key=lambda c: c.name), brokers, configs_refused)
+
+    def _why(self, exc: AdminError, action: Action) -> str:
+        """An error in words: a refusal as "User:alice may not DESCRIBE group g", any other as it is."""
+        refusal = refusal_of(exc.code, self.principal or "this principal", action) if isinstance(
+            exc, KafkaErrorResponse) else None
+        return str(exc) if refusal is None else refusal.text
+
+    def _topic_configs(self, client: AdminClient, name: str) -> tuple[list[ConfigValue], str | None]:
+        """A topic's configs, or why the principal may not see them (DESCRIBE_CONFIGS is an ACL of its own)."""
+        try:
+            return client.describe_topic_configs([name]).get(name, []), None
+        except KafkaErrorResponse as exc:
+            refusal = refusal_of(exc.code, self.principal or "this principal", describe_topic(name))
+            if refusal is None or refusal.resource_type != ResourceType.TOPIC:
+                raise
+            return [], f"{refusal.principal} may not DESCRIBE_CONFIGS topic {name}"
 
     def create_topic(self, name: str, partitions: int | None, replication_factor: int | None,
                      configs: dict[str, str]) -> CreatedTopic:
@@ -202,7 +232,7 @@ class ConsoleBackend:
                     desc, members, offsets = describe_group_offsets(client, listing.group_id)
                 except AdminError as exc:
                     rows.append(GroupRow(listing.group_id, listing.state or "?", listing.protocol_type,
-                                         0, (), None, str(exc)))
+                                         0, (), None, self._why(exc, describe_group(listing.group_id))))
                     continue
                 rows.append(group_row(desc, members, offsets))
         return rows
@@ -219,5 +249,56 @@ class ConsoleBackend:
             return plan_group_reset(client, group_id, spec, None if topic is None else [topic])
 
     def commit_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        """OffsetCommit, sent only when every topic's authorized operations allow READ (the
+        broker would commit the partitions of the others)."""
         with self.pool.client() as client:
+            access.require_topic_operation(client, {t for t, _p in offsets}, AclOperation.READ,
+                                           f"OffsetCommit for group {group_id!r}")
             client.commit_offsets(group_id, offsets)
+
+    def authenticate(self) -> None:
+        """Connect (TLS, SASL) to the first bootstrap broker that answers and keep the connection
+        in the pool: KafkaErrorResponse when the broker refuses the credentials, AdminError when
+        no broker answers."""
+        with self.pool.client() as client:
+            errors = []
+            for host, port in client.bootstrap:
+                try:
+                    client.connection(host, port)
+                    return
+                except KafkaErrorResponse:
+                    raise
+                except AdminError as exc:
+                    errors.append(str(exc))
+            raise AdminError("; ".join(errors))
+
+    # -- access ----------------------------------------------------------------------------------
+
+    def acls(self, principal: str | None) -> access.AclListing:
+        with self.pool.client() as client:
+            return access.list_acls(client, principal)
+
+    def may_create_topics(self) -> bool:
+        """Whether to offer the create-topic form (refusals.may_create_topics); unknown: yes."""
+        try:
+            with self.pool.client() as client:
+                operations = access.cluster_operations(client)
+                if operations is None or self.principal is None:
+                    return True
+                try:
+                    topic_acls = access.principal_acls(client, None, ResourceType.TOPIC)
+                except KafkaErrorResponse:
+                    topic_acls = None  # DescribeAcls refused: the principal's ACLs are not known
+        except AdminError:
+            return True
+        return may_create_topics(operations, self.principal, topic_acls)
+
+    def may_reset_offsets(self, group_id: str) -> bool:
+        """Whether to offer a group's reset form: its authorized operations include READ (unknown: yes)."""
+        try:
+            with self.pool.client() as client:
+                return may_reset_offsets(access.group_operations(client, group_id))
+        except KafkaErrorResponse as exc:
+            return exc.code not in AUTHORIZATION_ERRORS
+        except AdminError:
+            return True

@@ -1,6 +1,7 @@
-"""`kbroker console --bootstrap-server HOST:PORT [--port 8080] [--command-config client.properties]`:
+"""`kbroker console --bootstrap-server HOST:PORT [--port 8080] [--command-config client.properties] [--login]`:
 the web console, served by uvicorn (--command-config: a secured listener's client keys, as the
-other commands take them). The web stack is imported only when the console runs, so other commands do not load it."""
+other commands take them; --login: each browser session logs in as its own SASL principal). The
+web stack is imported only when the console runs, so other commands do not load it."""
 
 from __future__ import annotations
 
@@ -11,6 +12,9 @@ from typing import Any
 from kbroker.admin.client import AdminError
 from kbroker.admin.security import add_command_config_argument, security_of
 
+LOGIN_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+LOGIN_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
 
 def add_console_command(sub: Any) -> None:
     console = sub.add_parser("console", help="a web console for a Kafka-protocol cluster (kbroker or Kafka)")
@@ -18,25 +22,64 @@ def add_console_command(sub: Any) -> None:
                          help="a broker to start from (default 127.0.0.1:9092)")
     console.add_argument("--port", type=int, default=8080, help="HTTP port (default 8080; 0: any free port)")
     console.add_argument("--host", default="127.0.0.1",
-                         help="address to listen on (default 127.0.0.1; the console has no login: "
-                              "expose it only behind an authenticating proxy)")
+                         help="address to listen on (default 127.0.0.1; without --login the console has no "
+                              "login: expose it only behind an authenticating proxy)")
     console.add_argument("--refresh", type=float, default=5.0, metavar="SECONDS",
                          help="how often pages refresh their live part (default 5)")
     console.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                          help="connect/read timeout for broker requests (default 10)")
     add_command_config_argument(console)
+    console.add_argument("--login", action="store_true",
+                         help="ask each browser session for a SASL username and password (checked by "
+                              "authenticating to a broker) and talk to the brokers as that principal: the "
+                              "--command-config file's security.protocol (SASL_PLAINTEXT or SASL_SSL), TLS "
+                              "settings and sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) are used with "
+                              "the session's username and password in place of its own; pages then act, and "
+                              "are refused, as the logged-in principal")
+    console.add_argument("--session-idle-timeout", type=float, default=1800.0, metavar="SECONDS",
+                         help="with --login: a session idle this long ends (default 1800)")
+    console.add_argument("--max-sessions", type=int, default=100, metavar="N",
+                         help="with --login: sessions kept at once; a new login ends the one idle the "
+                              "longest (default 100)")
+
+
+def login_problem(security: Any) -> str | None:
+    """Why --login cannot work with this command config (one line), or None."""
+    protocol = getattr(security, "protocol", "PLAINTEXT")
+    if protocol not in LOGIN_PROTOCOLS:
+        return (f"--login needs --command-config with security.protocol SASL_PLAINTEXT or SASL_SSL "
+                f"(the console logs in with SASL), not {protocol}")
+    if security.mechanism not in LOGIN_MECHANISMS:
+        return (f"--login needs sasl.mechanism {', '.join(LOGIN_MECHANISMS)} (a username and a password), "
+                f"not {security.mechanism}")
+    return None
 
 
 def run_console(args: argparse.Namespace) -> int:
+    if not 0 <= args.port < 65536 or args.refresh < 0.5 or args.timeout <= 0:
+        print("kbroker console: --port must be 0-65535, --refresh at least 0.5, --timeout positive", file=sys.stderr)
+        return 2
+    if args.session_idle_timeout <= 0 or args.max_sessions < 1:
+        print("kbroker console: --session-idle-timeout must be positive, --max-sessions at least 1", file=sys.stderr)
+        return 2
+    try:
+        security = security_of(args)
+    except AdminError as exc:
+        print(f"kbroker console: {exc}", file=sys.stderr)
+        return 2
+    if args.login:
+        problem = login_problem(security)
+        if problem is not None:
+            print(f"kbroker console: {problem}", file=sys.stderr)
+            return 2
+
     import uvicorn
 
     from kbroker.console.app import create_app
 
-    if not 0 <= args.port < 65536 or args.refresh < 0.5 or args.timeout <= 0:
-        print("kbroker console: --port must be 0-65535, --refresh at least 0.5, --timeout positive", file=sys.stderr)
-        return 2
     try:
-        app = create_app(args.bootstrap_server, args.refresh, args.timeout, security_of(args))
+        app = create_app(args.bootstrap_server, args.refresh, args.timeout, security, login=args.login,
+                         idle_timeout_s=args.session_idle_timeout, max_sessions=args.max_sessions)
     except AdminError as exc:
         print(f"kbroker console: {exc}", file=sys.stderr)
         return 2
