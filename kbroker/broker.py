@@ -18,6 +18,7 @@ import uuid
 
 from kbroker.api.authorization import AclAuthorizerAdapter, authorizer_from_config
 from kbroker.config import BrokerConfig, log_config_for, validate_topic_configs
+from kbroker.config_defs import as_list, assignor_names
 from kbroker.dynamic_config import apply_stored
 from kbroker.delayed.format import DELAYED_TOPIC
 from kbroker.delayed.service import DelayService
@@ -150,6 +151,7 @@ class Broker:
             self.metadata.add_listener(lambda name, info: info is None and self.stats.forget_topic(name))
         self.group_coordinator = GroupCoordinator(_group_config(config), PartitionOffsetsLog(self.replica_manager, now_ms),
                                                   now_ms)
+        self.group_coordinator.topics = MetadataTopics(self.metadata)
         self.txn_coordinator = TransactionCoordinator(
             _txn_config(config),
             TransactionStateLog(self.replica_manager, now_ms, cluster=self.cluster,
@@ -545,4 +547,38 @@ def _group_config(config: BrokerConfig) -> GroupConfig:
         offsets_retention_ms=c("offsets.retention.minutes") * 60_000,
         offset_metadata_max_bytes=c("offset.metadata.max.bytes"),
         offsets_topic_partitions=c("offsets.topic.num.partitions"),
+        rebalance_protocols=tuple(p.strip().lower() for p in as_list(c("group.coordinator.rebalance.protocols"))),
+        consumer_heartbeat_interval_ms=c("group.consumer.heartbeat.interval.ms"),
+        consumer_session_timeout_ms=c("group.consumer.session.timeout.ms"),
+        consumer_max_size=c("group.consumer.max.size"),
+        consumer_assignors=assignor_names(c("group.consumer.assignors")),
     )
+
+
+class MetadataTopics:
+    """The group coordinator's view of the topics (consumer-protocol assignments): partition counts,
+    ids, and the racks of each partition's replicas."""
+
+    def __init__(self, metadata) -> None:
+        self.metadata = metadata
+
+    def partition_counts(self) -> dict[str, int]:
+        return {name: info.num_partitions for name, info in self.metadata.topics().items()}
+
+    def topic_id(self, name: str):
+        info = self.metadata.topic(name)
+        return None if info is None else info.topic_id
+
+    def topic_name(self, topic_id) -> str | None:
+        info = self.metadata.topic_by_id(topic_id)
+        return None if info is None else info.name
+
+    def internal_topics(self) -> frozenset[str]:
+        return INTERNAL_TOPICS
+
+    def partition_racks(self, topic: str, partition: int) -> frozenset[str]:
+        info = self.metadata.topic(topic)
+        if info is None or not 0 <= partition < info.num_partitions:
+            return frozenset()
+        racks = {b.node_id: b.rack for b in self.metadata.brokers()}
+        return frozenset(r for r in (racks.get(node) for node in info.assignment[partition]) if r)

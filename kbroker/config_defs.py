@@ -160,6 +160,33 @@ class _Overrides(Rule):
 _OVERRIDES = _Overrides()
 
 
+def _protocols_ok(value: Any) -> bool:
+    names = [v.strip().lower() for v in as_list(value)]
+    return "classic" in names and all(n in ("classic", "consumer") for n in names)
+
+
+ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+    "org.apache.kafka.coordinator.group.api.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.api.assignor.RangeAssignor": "range",
+}
+
+
+def assignor_names(value: Any) -> tuple[str, ...]:
+    """group.consumer.assignors as short names (Kafka's class names map to theirs)."""
+    return tuple(ASSIGNOR_CLASSES.get(v.strip(), v.strip()) for v in as_list(value) if v.strip())
+
+
+def _assignors_ok(value: Any) -> bool:
+    names = assignor_names(value)
+    return bool(names) and all(n in ("uniform", "range") for n in names)
+
+
+def as_list(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, (list, tuple)) else str(value).split(",")
+
+
 def _at_least(n: int) -> Rule:
     return Range(n)
 
@@ -312,6 +339,27 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("group.min.session.timeout.ms", _I, 6000, "Smallest session timeout a member may ask for."),
         ConfigDef("group.max.session.timeout.ms", _I, 1800000, "Largest session timeout a member may ask for."),
         ConfigDef("group.max.size", _I, 2147483647, "Most members of one consumer group.", _at_least(1)),
+        ConfigDef("group.coordinator.rebalance.protocols", _LIST, "classic,consumer",
+                  "Group protocols served: classic (JoinGroup/SyncGroup) and consumer (KIP-848, "
+                  "ConsumerGroupHeartbeat).", Rule(_protocols_ok, "must list classic, and consumer if wanted")),
+        ConfigDef("group.consumer.heartbeat.interval.ms", _I, 5000,
+                  "How often consumer-protocol members heartbeat.", _at_least(1)),
+        ConfigDef("group.consumer.min.heartbeat.interval.ms", _I, 5000,
+                  "Smallest group.consumer.heartbeat.interval.ms (and per-group value).", _at_least(1)),
+        ConfigDef("group.consumer.max.heartbeat.interval.ms", _I, 15000,
+                  "Largest group.consumer.heartbeat.interval.ms (and per-group value).", _at_least(1)),
+        ConfigDef("group.consumer.session.timeout.ms", _I, 45000,
+                  "A consumer-protocol member silent this long is removed from its group.", _at_least(1)),
+        ConfigDef("group.consumer.min.session.timeout.ms", _I, 45000,
+                  "Smallest group.consumer.session.timeout.ms (and per-group value).", _at_least(1)),
+        ConfigDef("group.consumer.max.session.timeout.ms", _I, 60000,
+                  "Largest group.consumer.session.timeout.ms (and per-group value).", _at_least(1)),
+        ConfigDef("group.consumer.max.size", _I, 2147483647, "Most members of one consumer-protocol group.",
+                  _at_least(1)),
+        ConfigDef("group.consumer.assignors", _LIST, "uniform,range",
+                  "Server-side assignors of consumer-protocol groups, the first the default (Kafka's class names "
+                  "or the short names uniform and range).", Rule(_assignors_ok, "must list uniform and/or range "
+                                                                      "(or Kafka's UniformAssignor/RangeAssignor)")),
         ConfigDef("transactional.id.expiration.ms", _I, 604800000,
                   "A transactional id idle (no transaction) for this long is forgotten.", _at_least(1)),
         ConfigDef("request.timeout.ms", _I, 30000,

@@ -11,6 +11,7 @@ import argparse
 import json
 import signal
 import sys
+import time
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
@@ -29,6 +30,7 @@ def main():
     ap.add_argument("topic")
     ap.add_argument("--strategy", default=None, choices=STRATEGIES)
     ap.add_argument("--instance-id", default=None)
+    ap.add_argument("--group-protocol", default="classic", choices=("classic", "consumer"))
     args = ap.parse_args()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -37,8 +39,11 @@ def main():
         conf["partition.assignment.strategy"] = args.strategy
     if args.instance_id:
         conf["group.instance.id"] = args.instance_id
+    if args.group_protocol == "consumer":
+        conf["group.protocol"] = "consumer"  # KIP-848: the broker assigns, callbacks are incremental
     consumer = Consumer(conf)
-    cooperative = args.strategy == "cooperative-sticky"  # the client exposes no rebalance_protocol()
+    # the client exposes no rebalance_protocol()
+    cooperative = args.strategy == "cooperative-sticky" or args.group_protocol == "consumer"
 
     def report(c):
         try:
@@ -47,7 +52,7 @@ def main():
             if exc.args[0].code() == KafkaError._DESTROY:
                 return
             raise
-        emit(event="assigned", partitions=sorted(tp.partition for tp in assignment))
+        emit(event="assigned", partitions=sorted(tp.partition for tp in assignment), t=time.time())
 
     def on_assign(c, partitions):
         if cooperative:

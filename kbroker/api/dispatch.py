@@ -19,6 +19,7 @@ from kbroker.api import (
     api_versions,
     cluster,
     configs,
+    consumer_groups,
     delete_records,
     describe_cluster,
     describe_log_dirs,
@@ -75,11 +76,14 @@ class ApiSpec:
     cluster_only: bool = False  # inter-broker APIs: served (and advertised) only in a cluster
     sasl_only: bool = False  # served (and advertised) only on SASL listeners
     cluster_operation: AclOperation | None = None  # what the principal must hold on the CLUSTER (Kafka's check)
+    group_protocol: str | None = None  # served only when group.coordinator.rebalance.protocols has it
 
 
 def served(spec: ApiSpec, broker, session) -> bool:
     """Whether this connection is served `spec` (and ApiVersions lists it)."""
     if spec.cluster_only and not broker.cluster:
+        return False
+    if spec.group_protocol is not None and spec.group_protocol not in broker.group_coordinator.config.rebalance_protocols:
         return False
     return not spec.sasl_only or (session is not None and session.sasl)
 
@@ -141,6 +145,7 @@ DISPATCH: dict[int, ApiSpec] = {
     61: ApiSpec("DescribeProducers", 0, 0, describe_producers.handle),
     65: ApiSpec("DescribeTransactions", 0, 0, transaction_listing.describe_transactions),
     66: ApiSpec("ListTransactions", 0, 1, transaction_listing.list_transactions),
+    68: ApiSpec("ConsumerGroupHeartbeat", 0, 1, consumer_groups.consumer_group_heartbeat, group_protocol="consumer"),
 }
 
 

@@ -99,14 +99,12 @@ async def list_groups(ctx: RequestContext, request) -> dict:
     states = set(getattr(request, "states_filter", ()) or ())
     types = {t.lower() for t in getattr(request, "types_filter", ()) or ()}
     coordinator = ctx.broker.group_coordinator
-    error, groups = coordinator.list_groups(states or None)
-    if types and "classic" not in types:
-        groups = []
+    error, groups = coordinator.list_groups(states or None, types or None)
     if not cluster_allowed(ctx, Op.DESCRIBE, log_denied=False):  # Kafka: all groups with DESCRIBE on the cluster,
         groups = [g for g in groups if permitted(ctx, Op.DESCRIBE, Res.GROUP, g[0], log_denied=False)]  # else those allowed
     return {"throttle_time": 0, "error_code": error,
-            "groups": [{"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": "classic"}
-                       for gid, ptype, state in groups]}
+            "groups": [{"group_id": gid, "protocol_type": ptype, "group_state": state, "group_type": gtype}
+                       for gid, ptype, state, gtype in groups]}
 
 
 async def describe_groups(ctx: RequestContext, request) -> dict:

@@ -74,7 +74,8 @@ async def offset_commit(ctx: RequestContext, request) -> dict:
     if wanted:
         errors.update(coordinator.commit_offsets(request.group_id, getattr(request, "member_id", ""),  # v1+
                                                  getattr(request, "group_instance_id", None),
-                                                 getattr(request, "generation_id_or_member_epoch", -1), wanted))
+                                                 getattr(request, "generation_id_or_member_epoch", -1), wanted,
+                                                 api_version=ctx.version))
         if ctx.broker.cluster and any(code == ErrorCode.none for code in errors.values()):
             await wait_for_commit_replication(ctx, coordinator, request.group_id, errors)
     return {"throttle_time": 0, "topics": [
@@ -105,13 +106,13 @@ async def wait_for_commit_replication(ctx: RequestContext, coordinator, group_id
                 errors[tp] = code
 
 
-async def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool
-                       ) -> tuple[ErrorCode, list[dict]]:
+async def _fetch_group(ctx: RequestContext, group_id: str, topics, require_stable: bool,
+                       member_id: str | None = None, member_epoch: int = -1) -> tuple[ErrorCode, list[dict]]:
     if not permitted(ctx, Op.DESCRIBE, Res.GROUP, group_id):
         return ErrorCode.group_authorization_failed, []
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     coordinator = await ctx.broker.group_coordinator_for_request()
-    error, found = coordinator.fetch_offsets(group_id, wanted)
+    error, found = coordinator.fetch_offsets(group_id, wanted, member_id, member_epoch)
     if error != ErrorCode.none:
         return error, []
     # topics the principal may not DESCRIBE: named ones answer TOPIC_AUTHORIZATION_FAILED, and a
@@ -152,7 +153,9 @@ async def offset_fetch(ctx: RequestContext, request) -> dict:
     if ctx.version >= 8:
         groups = []
         for group in request.groups:
-            error, topics = await _fetch_group(ctx, group.group_id, group.topics, require_stable)
+            # v9+: a consumer-protocol member fetches at its member epoch (STALE_MEMBER_EPOCH otherwise)
+            error, topics = await _fetch_group(ctx, group.group_id, group.topics, require_stable,
+                                               getattr(group, "member_id", None), getattr(group, "member_epoch", -1))
             groups.append({"group_id": group.group_id, "topics": topics, "error_code": error})
         return {"throttle_time": 0, "groups": groups}
     error, topics = await _fetch_group(ctx, request.group_id, request.topics, require_stable)

@@ -56,6 +56,7 @@ class ClassicGroupsMixin:
     if TYPE_CHECKING:
         def _validate_status(self, group_id: str | None, *, allow_empty_id: bool = False) -> ErrorCode | None: ...
         def partition_for(self, group_id: str) -> int: ...
+        def consumer_group_records(self, group_id: str) -> list[tuple[bytes, bytes | None]]: ...
 
     # -- JoinGroup ----------------------------------------------------------------------------------
     def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
@@ -71,6 +72,14 @@ class ClassicGroupsMixin:
             return
         is_unknown = member_id == UNKNOWN_MEMBER_ID
         group = self.groups.get(group_id)
+        if group is not None and group.consumer is not None:
+            if group.consumer.members:
+                respond(JoinResult(member_id, E.inconsistent_group_protocol))
+                return
+            error = self._classic_from_empty_consumer_group(group)
+            if error is not None:
+                respond(JoinResult(member_id, error))
+                return
         if group is None:
             if not is_unknown:
                 respond(JoinResult(member_id, E.unknown_member_id))
@@ -87,6 +96,17 @@ class ClassicGroupsMixin:
                                       rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols, respond)
         if group.is_(S.PREPARING_REBALANCE):
             self._try_complete_join(group)
+
+    def _classic_from_empty_consumer_group(self, group: GroupMetadata) -> ErrorCode | None:
+        """A consumer-protocol group without members becomes a classic one (its offsets stay): the
+        consumer group's records are deleted first."""
+        try:
+            self.log.append(self.partition_for(group.group_id), self.consumer_group_records(group.group_id))
+        except KafkaError as exc:
+            return append_error(exc, for_commit=False)
+        group.consumer = None
+        group.protocol_type = None
+        return None
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         if group.state in (S.EMPTY, S.DEAD):
@@ -348,7 +368,7 @@ class ClassicGroupsMixin:
             respond(SyncResult(E.rebalance_in_progress if error == E.coordinator_load_in_progress else error))
             return
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.consumer is not None:
             respond(SyncResult(E.unknown_member_id))
             return
         if group.is_(S.DEAD):
@@ -408,7 +428,7 @@ class ClassicGroupsMixin:
         if error is not None:
             return E.none if error == E.coordinator_load_in_progress else error
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.consumer is not None:
             return E.unknown_member_id
         if group.is_(S.DEAD):
             return E.coordinator_not_available
@@ -467,7 +487,7 @@ class ClassicGroupsMixin:
         if error is not None:
             return error, []
         group = self.groups.get(group_id)
-        if group is None:
+        if group is None or group.consumer is not None:
             return E.none, [(mid, iid, E.unknown_member_id) for mid, iid in members]
         if group.is_(S.DEAD):
             return E.coordinator_not_available, []

@@ -20,6 +20,7 @@ from typing import Callable
 from kbroker.errors import ErrorCode, KafkaError
 from kbroker.group import offsets_format as fmt
 from kbroker.group.classic import ClassicGroupsMixin, answer_parked_not_coordinator
+from kbroker.group.consumer import ConsumerGroupsMixin, NoTopics, TopicSource, consumer_commit_error
 from kbroker.group.metadata import GroupMetadata, OffsetAndMetadata
 from kbroker.group.offsets_replay import OffsetsReplay
 from kbroker.group.state import GroupState
@@ -45,7 +46,7 @@ S = GroupState
 E = ErrorCode
 
 
-class GroupCoordinator(ClassicGroupsMixin, TxnOffsetsMixin):
+class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, TxnOffsetsMixin):
     def __init__(self, config: GroupConfig, log: OffsetsLog, clock: Callable[[], int]) -> None:
         self.config = config
         self.log = log
@@ -56,6 +57,8 @@ class GroupCoordinator(ClassicGroupsMixin, TxnOffsetsMixin):
         self.owned: set[int] | None = None  # in a cluster: the offsets partitions this broker leads
         self.active = True
         self._join_ops: dict[str, tuple] = {}  # group -> ("initial", delay, remaining) | ("delayed",)
+        self._revoking: dict[tuple, int] = {}
+        self.topics: TopicSource = NoTopics()  # the broker sets its metadata here
 
     # -- routing and status -------------------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -78,7 +81,8 @@ class GroupCoordinator(ClassicGroupsMixin, TxnOffsetsMixin):
 
     # -- offsets ------------------------------------------------------------------------------------
     def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                       offsets: dict[tuple[str, int], OffsetAndMetadata]) -> dict[tuple[str, int], ErrorCode]:
+                       offsets: dict[tuple[str, int], OffsetAndMetadata], api_version: int = 8
+                       ) -> dict[tuple[str, int], ErrorCode]:
         def all_(code: ErrorCode) -> dict[tuple[str, int], ErrorCode]:
             return {tp: code for tp in offsets}
 
@@ -88,8 +92,12 @@ class GroupCoordinator(ClassicGroupsMixin, TxnOffsetsMixin):
         group = self.groups.get(group_id)
         if group is None:
             if generation_id >= 0:
-                return all_(E.illegal_generation)  # a commit from a generation this group never had
+                # a commit from a generation (member epoch) this group never had
+                return all_(E.group_id_not_found if api_version >= 9 else E.illegal_generation)
             group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp=self.clock())
+        if group.consumer is not None:
+            error = consumer_commit_error(group, member_id, generation_id, api_version, transactional=False)
+            return all_(error) if error is not None else self._store_offsets(group, offsets)
         if group.is_(S.DEAD):
             return all_(E.coordinator_not_available)
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
@@ -138,12 +146,19 @@ class GroupCoordinator(ClassicGroupsMixin, TxnOffsetsMixin):
                 results.update({tp: E.none for tp in valid})
         return results
 
-    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None
+    def fetch_offsets(self, group_id: str, partitions: list[tuple[str, int]] | None,
+                      member_id: str | None = None, member_epoch: int = -1,
                       ) -> tuple[ErrorCode, dict[tuple[str, int], OffsetAndMetadata | None]]:
         error = self._validate_status(group_id, allow_empty_id=True)
         if error is not None:
             return error, {}
         group = self.groups.get(group_id)
+        if group is not None and group.consumer is not None and not (member_id is None and member_epoch < 0):
+            member = group.consumer.members.get(member_id or "")
+            if member is None:
+                return E.unknown_member_id, {}
+            if member.epoch != member_epoch:
+                return E.stale_member_epoch, {}
         committed = group.offsets if group is not None else {}
         if partitions is None:
             return E.none, dict(committed)
@@ -158,7 +173,9 @@ class GroupCoordinator(ClassicGroupsMixin, TxnOffsetsMixin):
         if group is None or group.is_(S.DEAD):
             return E.group_id_not_found, {}
         results: dict[tuple[str, int], ErrorCode] = {}
-        if group.is_(S.EMPTY):
+        if group.consumer is not None and not group.consumer.members:
+            eligible = list(partitions)
+        elif group.consumer is None and group.is_(S.EMPTY):
             eligible = list(partitions)
         elif group.protocol_type == "consumer":
             eligible = [tp for tp in partitions if not group.is_subscribed_to(tp[0])]
@@ -194,6 +211,9 @@ class GroupCoordinator(ClassicGroupsMixin, TxnOffsetsMixin):
             for tp, om in group.offsets.items():
                 if om.expire_timestamp != -1:
                     due = om.expire_timestamp <= now
+                elif group.consumer is not None:  # empty, or a topic no longer subscribed to
+                    due = (not group.consumer.members or not group.is_subscribed_to(tp[0])) \
+                        and om.commit_timestamp + retention <= now
                 elif group.protocol_type is None:
                     due = om.commit_timestamp + retention <= now
                 elif group.is_(S.EMPTY):
@@ -212,18 +232,27 @@ class GroupCoordinator(ClassicGroupsMixin, TxnOffsetsMixin):
                 logger.warning("could not expire offsets of group %s: %s", group.group_id, exc)
                 continue
             removed += len(expired)
-            if group.is_(S.EMPTY) and not group.offsets and not group.members and not group.pending_txn_offsets:
+            if group.is_(S.EMPTY) and not group.offsets and not group.members and not group.pending_txn_offsets \
+                    and (group.consumer is None or not group.consumer.members):
                 self._delete_group(group)
         return removed
 
     # -- list / describe / delete -------------------------------------------------------------------
-    def list_groups(self, states: set[str] | None = None) -> tuple[ErrorCode, list[tuple[str, str, str]]]:
+    def list_groups(self, states: set[str] | None = None, types: set[str] | None = None
+                    ) -> tuple[ErrorCode, list[tuple[str, str, str, str]]]:
+        """(group id, protocol type, state, group type) of each group, filtered by state and type
+        names (case-insensitively, as Kafka)."""
         if not self.active:
             return E.coordinator_not_available, []
         error = E.coordinator_load_in_progress if self.loading else E.none
         wanted = {s.lower() for s in states} if states else None
-        return error, [(g.group_id, g.protocol_type or "", g.state.value) for g in self.groups.values()
-                       if wanted is None or g.state.value.lower() in wanted]
+        kinds = {t.lower() for t in types} if types else None
+        out = []
+        for g in self.groups.values():
+            state = g.consumer.state_name() if g.consumer is not None else g.state.value
+            if (wanted is None or state.lower() in wanted) and (kinds is None or g.group_type in kinds):
+                out.append((g.group_id, g.protocol_type or "", state, g.group_type))
+        return error, out
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         results = {}
@@ -233,9 +262,9 @@ class GroupCoordinator(ClassicGroupsMixin, TxnOffsetsMixin):
                 results[group_id] = error
                 continue
             group = self.groups.get(group_id)
-            if group is None or group.is_(S.DEAD):
+            if group is None or group.is_(S.DEAD) or (group.consumer is not None and group.consumer.deleted):
                 results[group_id] = E.group_id_not_found
-            elif not group.is_(S.EMPTY):
+            elif not group.is_(S.EMPTY) or (group.consumer is not None and group.consumer.members):
                 results[group_id] = E.non_empty_group
             else:
                 try:
@@ -248,6 +277,7 @@ class GroupCoordinator(ClassicGroupsMixin, TxnOffsetsMixin):
     def _delete_group(self, group: GroupMetadata) -> None:
         entries = [(fmt.encode_key(fmt.OffsetKey(group.group_id, t, p)), None) for t, p in group.offsets]
         entries.append((fmt.encode_key(fmt.GroupMetadataKey(group.group_id)), None))
+        entries += self.consumer_group_records(group.group_id)
         self.log.append(self.partition_for(group.group_id), entries)
         group.transition_to(S.DEAD, self.clock())
         group.offsets.clear()
@@ -272,7 +302,7 @@ class GroupCoordinator(ClassicGroupsMixin, TxnOffsetsMixin):
         their members (who keep heartbeating) or Empty, with their open transactions' offsets."""
         self.loading.add(partition)
         try:
-            replay = OffsetsReplay(partition)
+            replay = OffsetsReplay(partition, self.topics.topic_name)
             for batch in self.log.read_batches(partition):
                 replay.apply(batch)
             for group_id in replay.group_ids():
@@ -280,10 +310,16 @@ class GroupCoordinator(ClassicGroupsMixin, TxnOffsetsMixin):
                     continue
                 value = replay.metadata.get(group_id)
                 offsets, pending = replay.committed_of(group_id), replay.pending_of(group_id)
-                if value is None and not offsets and not pending:
+                consumer = replay.consumer.get(group_id)
+                if consumer is not None and consumer.deleted:
+                    consumer = None
+                if value is None and not offsets and not pending and consumer is None:
                     continue
-                group = self.groups[group_id] = self._restore_group(group_id, value, offsets)
+                group = self.groups[group_id] = self._restore_group(group_id, value if consumer is None else None,
+                                                                    offsets)
                 group.pending_txn_offsets = pending
+                if consumer is not None:
+                    self._restore_consumer_group(group, consumer)
             return sum(1 for g in self.groups if self.partition_for(g) == partition)
         finally:
             self.loading.discard(partition)

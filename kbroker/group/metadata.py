@@ -13,6 +13,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from kbroker.group.consumer_state import ConsumerGroupState
 from kbroker.group.state import GroupState, check_transition
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -92,6 +93,7 @@ class GroupMetadata:
     # producer id -> the offsets its open transaction wrote, committed or dropped by its marker
     pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     subscribed_topics: set[str] | None = None  # None: unknown (not the consumer protocol)
+    consumer: ConsumerGroupState | None = None  # a consumer-protocol (KIP-848) group: its state
 
     # -- state ------------------------------------------------------------------------------------
     def is_(self, state: GroupState) -> bool:
@@ -220,7 +222,14 @@ class GroupMetadata:
         return topics
 
     def is_subscribed_to(self, topic: str) -> bool:
+        if self.consumer is not None:
+            return topic in self.consumer.subscribed_topics() or bool(self.consumer.regex_refs)
         return self.subscribed_topics is None or topic in self.subscribed_topics
+
+    @property
+    def group_type(self) -> str:
+        """Kafka 4's group type: "consumer" for the KIP-848 protocol, else "classic"."""
+        return "consumer" if self.consumer is not None else "classic"
 
     def current_member_metadata(self) -> list[tuple[MemberMetadata, bytes]]:
         assert self.protocol_name is not None

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import logging
 
+from kbroker.group import consumer_records
 from kbroker.group import offsets_format as fmt
+from kbroker.group.consumer_state import ConsumerGroupState, apply
 from kbroker.group.metadata import OffsetAndMetadata
 from kbroker.group.txn_offsets import materialize
 from kbroker.wire.internal_records import InternalBatch
@@ -26,8 +28,10 @@ GroupOffsets = dict[str, dict[TopicPartitionKey, OffsetAndMetadata]]  # group ->
 
 
 class OffsetsReplay:
-    def __init__(self, partition: int) -> None:
+    def __init__(self, partition: int, topic_names: consumer_records.TopicNames = lambda _id: None) -> None:
         self.partition = partition
+        self.topic_names = topic_names
+        self.consumer: dict[str, ConsumerGroupState] = {}  # consumer-protocol groups, records applied
         self.committed: GroupOffsets = {}
         self.pending: dict[int, GroupOffsets] = {}  # by producer id
         self.metadata: dict[str, fmt.GroupMetadataValue | None] = {}  # None: deleted
@@ -44,6 +48,9 @@ class OffsetsReplay:
         record_offset = batch.records[0][0] if batch.records else -1
         for _offset, key_bytes, value_bytes in batch.records:
             if key_bytes is None:
+                continue
+            if consumer_records.is_consumer_key(key_bytes):
+                self._apply_consumer_record(key_bytes, value_bytes)
                 continue
             try:
                 self._apply_record(fmt.decode_key(key_bytes), value_bytes, producer_id, record_offset)
@@ -69,9 +76,21 @@ class OffsetsReplay:
             for by_group in self.pending.values():
                 by_group.pop(key.group, None)
 
+    def _apply_consumer_record(self, key_bytes: bytes, value_bytes: bytes | None) -> None:
+        try:
+            key = consumer_records.decode_key(key_bytes)
+            record = consumer_records.decode(key, value_bytes, self.topic_names)
+        except fmt.DecodeError as exc:
+            logger.warning("skipping an unreadable consumer group record in __consumer_offsets-%d: %s",
+                           self.partition, exc)
+            return
+        if record is not None:
+            group_id = key[1]
+            apply(self.consumer.setdefault(group_id, ConsumerGroupState(group_id)), record)
+
     # -- the result, per group ------------------------------------------------------------------------
     def group_ids(self) -> set[str]:
-        ids = set(self.metadata) | set(self.committed)
+        ids = set(self.metadata) | set(self.committed) | set(self.consumer)
         for by_group in self.pending.values():
             ids |= by_group.keys()
         return ids

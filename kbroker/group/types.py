@@ -40,6 +40,12 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
     offset_metadata_max_bytes: int = 4096
     offsets_topic_partitions: int = 50
+    # the consumer protocol (KIP-848): group.consumer.* and group.coordinator.rebalance.protocols
+    rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
+    consumer_heartbeat_interval_ms: int = 5000
+    consumer_session_timeout_ms: int = 45000
+    consumer_max_size: int = 2**31 - 1
+    consumer_assignors: tuple[str, ...] = ("uniform", "range")
 
 
 @dataclass

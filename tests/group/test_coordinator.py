@@ -565,8 +565,9 @@ def test_describe_and_list():
     assert error == E.none and summary.state == "Stable" and summary.protocol == "range"
     assert {m.member_id: m.assignment for m in summary.members} == {leader: b"L", follower: b"F"}
     assert all(m.metadata == subscription("t") for m in summary.members)
-    assert h.coordinator.list_groups()[1] == [("g", "consumer", "Stable"), ("simple", "", "Empty")]
-    assert h.coordinator.list_groups({"empty"})[1] == [("simple", "", "Empty")]
+    assert h.coordinator.list_groups()[1] == [("g", "consumer", "Stable", "classic"),
+                                                 ("simple", "", "Empty", "classic")]
+    assert h.coordinator.list_groups({"empty"})[1] == [("simple", "", "Empty", "classic")]
     h.join(member_id=leader)
     _error, preparing = h.coordinator.describe_group("g")
     assert preparing.state == "PreparingRebalance" and preparing.protocol == ""

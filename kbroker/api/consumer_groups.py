@@ -1,0 +1,91 @@
+"""The consumer group protocol's APIs (KIP-848): ConsumerGroupHeartbeat (68) — request fields in,
+topic ids translated to names and back, the GroupCoordinator's decision out.
+
+Authorization as Kafka's KafkaApis: READ on the group, and DESCRIBE on every topic subscribed to
+by name (TOPIC_AUTHORIZATION_FAILED otherwise). A heartbeat that changed the group waits, in a
+cluster, until `__consumer_offsets` replicated its records, as an offset commit does.
+"""
+
+from __future__ import annotations
+
+import base64
+import uuid
+
+from kbroker.api.access import Op, Res, allowed_topics
+from kbroker.api.authorization import permitted
+from kbroker.api.context import RequestContext
+from kbroker.api.offsets import wait_for_commit_replication
+from kbroker.errors import ErrorCode
+from kbroker.group.consumer_protocol import HeartbeatRequest
+from kbroker.wire.protocol import to_ms
+
+MAX_SUBSCRIBED_TOPICS = 100_000
+
+
+def new_member_id() -> str:
+    """A member id as Kafka's Uuid.randomUuid().toString(): 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
+
+
+def _owned(ctx: RequestContext, topic_partitions) -> dict[str, frozenset[int]] | None:
+    """The member's owned partitions by topic name (an id this broker does not know is dropped: the
+    member cannot own a partition of a topic that no longer exists)."""
+    if topic_partitions is None:
+        return None
+    out: dict[str, frozenset[int]] = {}
+    for tp in topic_partitions:
+        info = ctx.broker.metadata.topic_by_id(tp.topic_id) if tp.topic_id is not None else None
+        if info is not None and tp.partitions:
+            out[info.name] = out.get(info.name, frozenset()) | frozenset(tp.partitions)
+    return out
+
+
+def _error(request, code: ErrorCode, message: str | None = None) -> dict:
+    return {"throttle_time": 0, "error_code": code, "error_message": message, "member_id": None,
+            "member_epoch": request.member_epoch if code == ErrorCode.none else -1,
+            "heartbeat_interval": 0, "assignment": None}
+
+
+async def consumer_group_heartbeat(ctx: RequestContext, request) -> dict:
+    if not permitted(ctx, Op.READ, Res.GROUP, request.group_id):
+        return _error(request, ErrorCode.group_authorization_failed)
+    names = request.subscribed_topic_names
+    if names is not None:
+        if len(names) > MAX_SUBSCRIBED_TOPICS:
+            return _error(request, ErrorCode.invalid_request, f"more than {MAX_SUBSCRIBED_TOPICS} topics")
+        denied = sorted(set(names) - allowed_topics(ctx, Op.DESCRIBE, set(names)))
+        if denied:
+            return _error(request, ErrorCode.topic_authorization_failed,
+                          "The group has subscribed to topics which are not authorized: " + ", ".join(denied[:20]))
+    coordinator = await ctx.broker.group_coordinator_for_request()
+    member_id = request.member_id
+    if ctx.version == 0 and not member_id and request.member_epoch == 0:
+        member_id = new_member_id()  # v0: the coordinator names a joining member (v1+: the client does)
+    hb = HeartbeatRequest(
+        member_id=member_id, member_epoch=request.member_epoch, instance_id=request.instance_id,
+        rack_id=request.rack_id, rebalance_timeout_ms=to_ms(request.rebalance_timeout),
+        topic_names=tuple(names) if names is not None else None,
+        topic_regex=getattr(request, "subscribed_topic_regex", None), server_assignor=request.server_assignor,
+        owned=_owned(ctx, request.topic_partitions), client_id=ctx.header.client_id or "",
+        client_host="/" + ctx.client_host)
+    result = coordinator.consumer_group_heartbeat(request.group_id, hb, ctx.version)
+    response = result.response
+    if response.error != ErrorCode.none:
+        return _error(request, response.error, response.message)
+    if result.wrote and ctx.broker.cluster:
+        errors = {("", 0): ErrorCode.none}
+        await wait_for_commit_replication(ctx, coordinator, request.group_id, errors)
+        if errors[("", 0)] != ErrorCode.none:
+            return _error(request, errors[("", 0)])
+    assignment = None
+    if response.assignment is not None:
+        topic_partitions = []
+        for topic in sorted(response.assignment):
+            info = ctx.broker.metadata.topic(topic)
+            if info is not None:
+                topic_partitions.append({"topic_id": info.topic_id,
+                                         "partitions": sorted(response.assignment[topic])})
+        assignment = {"topic_partitions": topic_partitions}
+    return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
+            "member_id": response.member_id, "member_epoch": response.member_epoch,
+            "heartbeat_interval": response.heartbeat_interval_ms, "assignment": assignment}

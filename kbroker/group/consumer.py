@@ -1,0 +1,236 @@
+"""The consumer group protocol's shell (KIP-848), mixed into GroupCoordinator: a heartbeat's
+decision (consumer_protocol, pure) is appended to `__consumer_offsets` as Kafka's records
+(consumer_records), then applied to the group's state; a member's session and rebalance timeouts
+live in the coordinator's TimerQueue.
+
+A group is one type at a time: a consumer heartbeat turns an empty classic group into a consumer
+group (its committed offsets stay), and a classic group with members answers GROUP_ID_NOT_FOUND
+("not a consumer group"), as Kafka does without a migration.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Mapping, Protocol
+
+from kbroker.errors import ErrorCode, KafkaError
+from kbroker.group import consumer_protocol as cp
+from kbroker.group import consumer_records
+from kbroker.group.consumer_state import (STATIC_LEAVE_EPOCH, ConsumerGroupState, MemberState, Record,
+                                          apply)
+from kbroker.group.metadata import GroupMetadata
+from kbroker.group.state import GroupState
+from kbroker.group.timers import TimerQueue
+from kbroker.group.types import GroupConfig, OffsetsLog, append_error
+
+logger = logging.getLogger(__name__)
+
+E = ErrorCode
+
+
+class TopicSource(Protocol):
+    """What the coordinator asks of the cluster's metadata about topics."""
+
+    def partition_counts(self) -> Mapping[str, int]: ...
+    def topic_id(self, name: str) -> uuid.UUID | None: ...
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
+    def internal_topics(self) -> frozenset[str]: ...
+    def partition_racks(self, topic: str, partition: int) -> frozenset[str]: ...
+
+
+class NoTopics:
+    def partition_counts(self) -> Mapping[str, int]:
+        return {}
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        return None
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        return None
+
+    def internal_topics(self) -> frozenset[str]:
+        return frozenset()
+
+    def partition_racks(self, topic: str, partition: int) -> frozenset[str]:
+        return frozenset()
+
+
+@dataclass
+class HeartbeatResult:
+    response: cp.HeartbeatResponse
+    wrote: bool  # records were appended (a cluster waits for their replication before answering)
+
+
+class ConsumerGroupsMixin:
+    config: GroupConfig
+    log: OffsetsLog
+    clock: Callable[[], int]
+    groups: dict[str, GroupMetadata]
+    timers: TimerQueue
+    topics: TopicSource
+    _revoking: dict[tuple, int]  # ("crb", group, member) -> the epoch its rebalance timer is for
+
+    if TYPE_CHECKING:
+        def _validate_status(self, group_id: str | None, *, allow_empty_id: bool = False) -> ErrorCode | None: ...
+        def partition_for(self, group_id: str) -> int: ...
+
+    def consumer_env(self) -> cp.GroupEnv:
+        c = self.config
+        return cp.GroupEnv(self.clock(), self.topics.partition_counts(), c.consumer_heartbeat_interval_ms,
+                           c.consumer_session_timeout_ms, c.consumer_max_size, c.consumer_assignors,
+                           self.topics.partition_racks, self.topics.internal_topics())
+
+    def consumer_group_heartbeat(self, group_id: str, request: cp.HeartbeatRequest, version: int) -> HeartbeatResult:
+        def failed(code: ErrorCode, message: str | None = None) -> HeartbeatResult:
+            return HeartbeatResult(cp.HeartbeatResponse(request.member_id, request.member_epoch, 0, None, code,
+                                                        message), False)
+
+        error = self._validate_status(group_id)
+        if error is not None:
+            return failed(error)
+        if "consumer" not in self.config.rebalance_protocols:
+            return failed(E.unsupported_version, "The consumer group protocol is not enabled "
+                          "(group.coordinator.rebalance.protocols).")
+        try:
+            cp.validate(request, group_id, version, self.config.consumer_assignors)
+            group = self.groups.get(group_id)
+            if group is not None and group.consumer is None and (group.members or not group.is_(GroupState.EMPTY)):
+                raise cp.GroupError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
+            state = group.consumer if group is not None and group.consumer is not None else ConsumerGroupState(group_id)
+            decision = cp.heartbeat(state, request, self.consumer_env())
+        except cp.GroupError as exc:
+            return failed(exc.code, exc.message)
+        try:
+            self._commit_consumer_records(group_id, decision.records)
+        except KafkaError as exc:
+            return failed(append_error(exc, for_commit=False))
+        self._consumer_timers(group_id, decision, request)
+        assert decision.response is not None
+        return HeartbeatResult(decision.response, bool(decision.records))
+
+    # -- records --------------------------------------------------------------------------------------
+    def _commit_consumer_records(self, group_id: str, records: list[Record]) -> None:
+        """Append, then apply: the group changes only once its records are in the log."""
+        if not records:
+            return
+        entries = consumer_records.encode_all(group_id, records, self.topics.topic_id)
+        self.log.append(self.partition_for(group_id), entries)
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = GroupMetadata(group_id, state_timestamp=self.clock())
+        if group.consumer is None:
+            group.consumer = ConsumerGroupState(group_id)
+            group.protocol_type = "consumer"
+        for record in records:
+            apply(group.consumer, record)
+
+    # -- timers ---------------------------------------------------------------------------------------
+    def _consumer_timers(self, group_id: str, decision: cp.Decision, request: cp.HeartbeatRequest) -> None:
+        for member_id in decision.removed:
+            self.timers.cancel(("chb", group_id, member_id))
+            self.timers.cancel(("crb", group_id, member_id))
+        group = self.groups.get(group_id)
+        if group is None or group.consumer is None:
+            return
+        response = decision.response
+        member_id = response.member_id if response is not None else request.member_id
+        member = group.consumer.members.get(member_id)
+        if member is None or member.epoch == STATIC_LEAVE_EPOCH:
+            return  # gone, or a static member away: its session timer (not renewed) ends it
+        now = self.clock()
+        self.timers.schedule(("chb", group_id, member_id), now + self.config.consumer_session_timeout_ms,
+                             lambda: self._consumer_session_expired(group_id, member_id))
+        if member.current.state == MemberState.UNREVOKED_PARTITIONS:
+            key = ("crb", group_id, member_id)
+            epoch = member.epoch
+            if self._revoking.get(key) != epoch:
+                self._revoking[key] = epoch
+                timeout = max(member.subscription.rebalance_timeout_ms, 0)
+                self.timers.schedule(key, now + timeout, lambda: self._consumer_rebalance_expired(
+                    group_id, member_id, epoch))
+        else:
+            self._revoking.pop(("crb", group_id, member_id), None)
+            self.timers.cancel(("crb", group_id, member_id))
+
+    def _consumer_session_expired(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is None or group.consumer is None:
+            return
+        logger.info("member %s of consumer group %s missed its session timeout; fencing it", member_id, group_id)
+        self._apply_fence(group_id, cp.fence(group.consumer, member_id))
+
+    def _consumer_rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> None:
+        self._revoking.pop(("crb", group_id, member_id), None)
+        group = self.groups.get(group_id)
+        if group is None or group.consumer is None:
+            return
+        decision = cp.rebalance_expired(group.consumer, member_id, epoch)
+        if decision.records:
+            logger.info("member %s of consumer group %s did not revoke its partitions in time; fencing it",
+                        member_id, group_id)
+        self._apply_fence(group_id, decision)
+
+    def _apply_fence(self, group_id: str, decision: cp.Decision) -> None:
+        try:
+            self._commit_consumer_records(group_id, decision.records)
+        except KafkaError as exc:
+            logger.warning("could not fence a member of consumer group %s: %s", group_id, exc)
+            return
+        for member_id in decision.removed:
+            self.timers.cancel(("chb", group_id, member_id))
+            self.timers.cancel(("crb", group_id, member_id))
+            self._revoking.pop(("crb", group_id, member_id), None)
+
+    # -- loading --------------------------------------------------------------------------------------
+    def _restore_consumer_group(self, group: GroupMetadata, state: ConsumerGroupState) -> None:
+        """A consumer group back from the log: its members keep heartbeating (their sessions start now)."""
+        group.consumer = state
+        group.protocol_type = "consumer"
+        now = self.clock()
+        gid = group.group_id
+        for member_id, member in state.members.items():
+            timeout = self.config.consumer_session_timeout_ms
+            self.timers.schedule(("chb", gid, member_id), now + timeout,
+                                 lambda mid=member_id: self._consumer_session_expired(gid, mid))
+            if member.current.state == MemberState.UNREVOKED_PARTITIONS:
+                key = ("crb", gid, member_id)
+                self._revoking[key] = member.epoch
+                self.timers.schedule(key, now + max(member.subscription.rebalance_timeout_ms, 0),
+                                     lambda mid=member_id, ep=member.epoch: self._consumer_rebalance_expired(
+                                         gid, mid, ep))
+
+    def consumer_group_records(self, group_id: str) -> list[tuple[bytes, bytes | None]]:
+        """Tombstones for everything a consumer group wrote (DeleteGroups)."""
+        group = self.groups.get(group_id)
+        if group is None or group.consumer is None:
+            return []
+        state = group.consumer
+        entries = []
+        for member_id in state.members:
+            for record in cp.removal_records(member_id):
+                entries.append(consumer_records.encode(group_id, record, self.topics.topic_id))
+        entries.append((consumer_records.key(6, group_id), None))
+        entries.append((consumer_records.key(4, group_id), None))
+        entries.append((consumer_records.key(3, group_id), None))
+        return entries
+
+
+def consumer_commit_error(group: GroupMetadata, member_id: str, member_epoch: int, api_version: int,
+                          transactional: bool) -> ErrorCode | None:
+    """Kafka's ConsumerGroup.validateOffsetCommit: with no member epoch (an admin tool, a consumer
+    without group management) only an empty group takes commits; a member commits at its epoch
+    (STALE_MEMBER_EPOCH otherwise), through OffsetCommit v9+ unless transactional."""
+    state = group.consumer
+    assert state is not None
+    if member_epoch < 0 and not state.members:
+        return None
+    member = state.members.get(member_id)
+    if member is None:
+        return E.unknown_member_id
+    if not transactional and api_version < 9:
+        return E.unsupported_version
+    if member_epoch != member.epoch:
+        return E.stale_member_epoch
+    return None

@@ -1,0 +1,174 @@
+"""ConsumerGroupHeartbeat (KIP-848) v0-v1 through the dispatch table on a real single-node broker:
+topic ids on the wire, OffsetCommit v9 / OffsetFetch v9 at the member epoch (a zombie's commit is
+STALE_MEMBER_EPOCH), ListGroups' group type, the two protocols refusing each other's members,
+a restart that brings the group back from `__consumer_offsets`, and bad input answered with
+Kafka's codes."""
+
+import functools
+
+import pytest
+import trio
+
+from kbroker.api.dispatch import handle_frame
+from kbroker.broker import Broker
+from kbroker.config import BrokerConfig
+from kbroker.errors import ErrorCode as E
+from kbroker.wire.protocol import decode_response, encode_request
+
+HEARTBEAT, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, JOIN_GROUP, API_VERSIONS = 68, 8, 9, 16, 11, 18
+
+
+def start(path, **extra) -> Broker:
+    b = Broker(BrokerConfig.from_dict({"log.dirs": str(path), "offsets.topic.num.partitions": "3", **extra}),
+               ("127.0.0.1", 9092))
+    b.startup()
+    return b
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = start(tmp_path)
+    trio.run(functools.partial(b.create_topic, "t", num_partitions=4))
+    yield b
+    b.shutdown()
+
+
+def ask(broker, key: int, version: int, body: dict):
+    frame = encode_request(key, version, 7, "test", body)
+    response = trio.run(handle_frame, broker, bytearray(frame[4:]))
+    _correlation_id, decoded = decode_response(key, version, response[4:])
+    return decoded
+
+
+def beat(broker, member_id, epoch, version=1, owned=(), topics=("t",), **fields):
+    topic_id = broker.metadata.topic("t").topic_id
+    body = {"group_id": "g", "member_id": member_id, "member_epoch": epoch, "instance_id": None, "rack_id": None,
+            "rebalance_timeout": 30000 if epoch == 0 else -1, "subscribed_topic_names": list(topics) if epoch == 0
+            else None, "subscribed_topic_regex": None, "server_assignor": None,
+            "topic_partitions": [{"topic_id": topic_id, "partitions": sorted(owned)}] if owned or epoch == 0
+            else None}
+    body.update(fields)
+    if version == 0:
+        body.pop("subscribed_topic_regex")
+    return ask(broker, HEARTBEAT, version, body)
+
+
+def assigned(response, broker) -> set[int]:
+    topic_id = broker.metadata.topic("t").topic_id
+    return {p for tp in response.assignment.topic_partitions if tp.topic_id == topic_id for p in tp.partitions}
+
+
+def commit(broker, member_id, epoch, offset=5, version=9):
+    body = ask(broker, OFFSET_COMMIT, version, {
+        "group_id": "g", "generation_id_or_member_epoch": epoch, "member_id": member_id, "group_instance_id": None,
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": offset,
+                                                  "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+    return body.topics[0].partitions[0].error_code
+
+
+def test_join_share_commit_and_fence(broker, tmp_path):
+    r = beat(broker, "m1", 0)
+    assert r.error_code == E.none and r.member_epoch == 1 and r.member_id == "m1"
+    assert assigned(r, broker) == {0, 1, 2, 3}
+    assert r.heartbeat_interval.total_seconds() * 1000 == 5000
+    r2 = beat(broker, "m2", 0)
+    assert r2.member_epoch == 2 and assigned(r2, broker) == set()  # m1 still holds everything
+    r = beat(broker, "m1", 1, owned={0, 1, 2, 3})
+    keep = assigned(r, broker)
+    assert len(keep) == 2 and r.member_epoch == 1  # revoke two first
+    r = beat(broker, "m1", 1, owned=keep)
+    assert r.member_epoch == 2
+    r2 = beat(broker, "m2", 2)
+    assert assigned(r2, broker) == {0, 1, 2, 3} - keep
+
+    assert commit(broker, "m1", 2) == E.none
+    assert commit(broker, "m1", 1) == E.stale_member_epoch  # a zombie's commit
+    assert commit(broker, "nobody", 2) == E.unknown_member_id
+    assert commit(broker, "", -1) == E.unknown_member_id  # the group has members: no simple commits
+    assert commit(broker, "m1", 2, version=8) == E.unsupported_version
+
+    fetched = ask(broker, OFFSET_FETCH, 9, {"groups": [{"group_id": "g", "member_id": "m1", "member_epoch": 1,
+                                                       "topics": None}], "require_stable": False})
+    assert fetched.groups[0].error_code == E.stale_member_epoch
+    fetched = ask(broker, OFFSET_FETCH, 9, {"groups": [{"group_id": "g", "member_id": "m1", "member_epoch": 2,
+                                                       "topics": None}], "require_stable": False})
+    assert fetched.groups[0].topics[0].partitions[0].committed_offset == 5
+
+    listed = ask(broker, LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["consumer"]})
+    assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [("g", "consumer", "Stable")]
+    assert ask(broker, LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["classic"]}).groups == ()
+
+    # a classic JoinGroup for this consumer group is refused
+    join = ask(broker, JOIN_GROUP, 9, {"group_id": "g", "session_timeout": 10000, "rebalance_timeout": 10000,
+                                       "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                                       "protocols": [{"name": "range", "metadata": b""}], "reason": None})
+    assert join.error_code == E.inconsistent_group_protocol
+
+    # leaving frees the partitions for the other member
+    r = beat(broker, "m2", -1)
+    assert r.error_code == E.none and r.member_epoch == -1
+    r = beat(broker, "m1", 2, owned=keep)
+    assert r.member_epoch == 3 and assigned(r, broker) == {0, 1, 2, 3}
+
+
+def test_a_restarted_broker_brings_the_group_back(tmp_path):
+    b = start(tmp_path)
+    trio.run(functools.partial(b.create_topic, "t", num_partitions=2))
+    r = beat(b, "m1", 0)
+    assert assigned(r, b) == {0, 1}
+    assert commit(b, "m1", 1, offset=9) == E.none
+    b.shutdown()
+    b = start(tmp_path)
+    try:
+        group = b.group_coordinator.groups["g"].consumer
+        assert group is not None and group.members["m1"].epoch == 1
+        assert group.members["m1"].current.assigned == {"t": frozenset({0, 1})}
+        r = beat(b, "m1", 1, owned={0, 1})
+        assert r.error_code == E.none and r.member_epoch == 1
+        assert commit(b, "m1", 1, offset=10) == E.none
+    finally:
+        b.shutdown()
+
+
+def test_v0_names_the_member_and_v1_requires_a_name(broker):
+    r = beat(broker, "", 0, version=0)
+    assert r.error_code == E.none and len(r.member_id) == 22
+    assert beat(broker, "", 0, version=1).error_code == E.invalid_request
+
+
+@pytest.mark.parametrize("fields, code", [
+    ({"member_epoch": 5}, E.unknown_member_id),
+    ({"subscribed_topic_regex": "(["}, E.invalid_regular_expression),
+    ({"server_assignor": "sticky"}, E.unsupported_assignor),
+    ({"rebalance_timeout": -1}, E.invalid_request),
+    ({"group_id": ""}, E.invalid_group_id),
+])
+def test_bad_heartbeats(broker, fields, code):
+    epoch = fields.pop("member_epoch", 0)
+    r = beat(broker, "m1", epoch, **fields)
+    assert r.error_code == code
+    assert r.assignment is None
+
+
+def test_a_classic_group_with_members_is_not_a_consumer_group(broker):
+    done = []
+    broker.group_coordinator.join_group("g", "", None, False, "c", "/h", 10000, 10000, "consumer",
+                                        [("range", b"")], done.append)
+    r = beat(broker, "m1", 0)
+    assert r.error_code == E.group_id_not_found
+
+
+def test_disabled_protocol_is_not_advertised(tmp_path):
+    b = start(tmp_path, **{"group.coordinator.rebalance.protocols": "classic"})
+    try:
+        versions = ask(b, API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert HEARTBEAT not in {k.api_key for k in versions.api_keys}
+    finally:
+        b.shutdown()
+    b = start(tmp_path / "on")
+    try:
+        versions = ask(b, API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert {(k.api_key, k.min_version, k.max_version) for k in versions.api_keys if k.api_key == HEARTBEAT} \
+            == {(HEARTBEAT, 0, 1)}
+    finally:
+        b.shutdown()
