@@ -29,13 +29,21 @@ def read_client_properties(path: str | Path) -> dict[str, str]:
     return parse_properties(text)
 
 
-def load_command_config(path: str | Path) -> ClientSecurity:
-    """The client security a --command-config file sets; AdminError (one line) when it cannot."""
-    return client_security(read_client_properties(path), f"--command-config {path}")
+def load_command_config(path: str | Path, *, require_credentials: bool = True) -> ClientSecurity:
+    """The client security a --command-config file sets; AdminError (one line) when it cannot.
+    `require_credentials=False`: SASL settings without sasl.jaas.config's username and password
+    are accepted (security.client_security)."""
+    return client_security(read_client_properties(path), f"--command-config {path}",
+                           require_credentials=require_credentials)
 
 
 def apply_command_config(args: Any) -> None:
-    """Read a parsed command's --command-config (if it has one) into `args.client_security`."""
+    """Read a parsed command's --command-config (if it has one) into `args.client_security`. A
+    command whose parser sets `command_config_requires_credentials` (a function of the parsed
+    args; `kbroker console`: not with --login) decides whether the file must hold a username and
+    password; every other command needs them."""
     path = getattr(args, "command_config", None)
     if path:
-        args.client_security = load_command_config(path)
+        requires = getattr(args, "command_config_requires_credentials", None)
+        args.client_security = load_command_config(
+            path, require_credentials=True if requires is None else bool(requires(args)))

@@ -154,9 +154,12 @@ def _ssl_context(props: Mapping[str, str], source: str) -> ssl.SSLContext:
         raise AdminError(f"{source}: the SSL settings do not load: {exc}") from None
 
 
-def client_security(props: Mapping[str, str], source: str = "--command-config") -> ClientSecurity:
+def client_security(props: Mapping[str, str], source: str = "--command-config", *,
+                    require_credentials: bool = True) -> ClientSecurity:
     """A `ClientSecurity` from Kafka's client keys; AdminError (one line, naming `source`) when
-    they do not make one."""
+    they do not make one. `require_credentials=False` (`kbroker console --login`, whose sessions
+    bring their own username and password): a SASL config may leave out sasl.jaas.config, or its
+    username and password; a line that is there must still parse and name the mechanism's module."""
     protocol = str(props.get("security.protocol") or "PLAINTEXT").strip().upper()
     if protocol not in PROTOCOLS:
         raise AdminError(f"{source}: security.protocol={props.get('security.protocol')} is not one of "
@@ -172,6 +175,8 @@ def client_security(props: Mapping[str, str], source: str = "--command-config") 
     example = format_jaas(module, {"username": "alice", "password": "alice-secret"} if mechanism != "OAUTHBEARER"
                           else {"unsecuredLoginStringClaim_sub": "alice"})
     text = props.get("sasl.jaas.config")
+    if not text and not require_credentials:
+        return ClientSecurity(protocol, context, mechanism, {})
     if not text:
         raise AdminError(f"{source}: sasl.mechanism={mechanism} needs sasl.jaas.config, e.g. {example}")
     try:
@@ -182,7 +187,7 @@ def client_security(props: Mapping[str, str], source: str = "--command-config") 
         raise AdminError(f"{source}: sasl.mechanism={mechanism} needs the login module {module}, "
                          f"not {entry.login_module}")
     options = dict(entry.options)
-    if mechanism != "OAUTHBEARER" and (not options.get("username") or "password" not in options):
+    if require_credentials and mechanism != "OAUTHBEARER" and (not options.get("username") or "password" not in options):
         raise AdminError(f"{source}: sasl.jaas.config needs username and password for {mechanism}, e.g. {example}")
     return ClientSecurity(protocol, context, mechanism, options)
 

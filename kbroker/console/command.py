@@ -34,13 +34,22 @@ def add_console_command(sub: Any) -> None:
                               "authenticating to a broker) and talk to the brokers as that principal: the "
                               "--command-config file's security.protocol (SASL_PLAINTEXT or SASL_SSL), TLS "
                               "settings and sasl.mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512) are used with "
-                              "the session's username and password in place of its own; pages then act, and "
+                              "the session's username and password in place of its own (its sasl.jaas.config is "
+                              "not needed); pages then act, and "
                               "are refused, as the logged-in principal")
     console.add_argument("--session-idle-timeout", type=float, default=1800.0, metavar="SECONDS",
                          help="with --login: a session idle this long ends (default 1800)")
     console.add_argument("--max-sessions", type=int, default=100, metavar="N",
                          help="with --login: sessions kept at once; a new login ends the one idle the "
                               "longest (default 100)")
+    console.set_defaults(command_config_requires_credentials=command_config_requires_credentials)
+
+
+def command_config_requires_credentials(args: argparse.Namespace) -> bool:
+    """Whether --command-config must hold sasl.jaas.config's username and password (read by
+    kbroker.admin.command_config before the console runs): not with --login, whose sessions log in
+    with their own; the file's security.protocol, TLS keys and sasl.mechanism are still used."""
+    return not args.login
 
 
 def login_problem(security: Any) -> str | None:

@@ -92,6 +92,24 @@ def test_bad_keys_are_one_line(keys, message):
     assert message in text and text.startswith("--command-config c.properties") and "\n" not in text
 
 
+def test_credentials_optional_only_when_asked():
+    """`kbroker console --login` reads its command config with require_credentials=False: no
+    sasl.jaas.config (or no username/password in it) is accepted; a line there is still checked."""
+    keys = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN"}
+    with pytest.raises(AdminError, match="needs sasl.jaas.config, e.g. "):
+        client_security(keys)
+    sec = client_security(keys, require_credentials=False)
+    assert (sec.protocol, sec.mechanism, dict(sec.options), sec.username) == ("SASL_PLAINTEXT", "PLAIN", {}, None)
+    no_password = {**keys, "sasl.jaas.config": jaas("PLAIN", username="a")}
+    with pytest.raises(AdminError, match="needs username and password"):
+        client_security(no_password)
+    assert client_security(no_password, require_credentials=False).username == "a"
+    with pytest.raises(AdminError, match="needs the login module "):
+        client_security({**keys, "sasl.jaas.config": jaas("SCRAM-SHA-256", username="a", password="b")},
+                         require_credentials=False)
+    assert client_security({}, require_credentials=False) == ClientSecurity("PLAINTEXT")
+
+
 def test_the_properties_file(tmp_path):
     path = write_client_properties(tmp_path / "client.properties", {
         "bootstrap.servers": "h:1", "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",

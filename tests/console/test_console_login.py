@@ -147,3 +147,27 @@ def test_login_needs_sasl_with_a_password():
     assert "security.protocol SASL_PLAINTEXT or SASL_SSL" in login_problem(None)
     assert "not SSL" in login_problem(ClientSecurity("SSL"))
     assert "not OAUTHBEARER" in login_problem(ClientSecurity("SASL_SSL", None, "OAUTHBEARER", {}))
+
+
+def test_login_command_config_needs_no_credentials(tmp_path, monkeypatch, capsys):
+    """--login's sessions bring their own username and password: the command config may leave out
+    sasl.jaas.config; the console without --login, and every other command, still refuse that."""
+    from kbroker import cli
+
+    config = tmp_path / "login.properties"
+    config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n")
+    ran = []
+    monkeypatch.setattr(cli, "run_console", lambda args: ran.append(args.client_security) or 0)
+    assert cli.main(["console", "--login", "--command-config", str(config)]) == 0
+    assert ran == [ClientSecurity("SASL_PLAINTEXT", None, "SCRAM-SHA-512", {})]
+    from kbroker.console.command import login_problem
+
+    assert login_problem(ran[0]) is None
+    capsys.readouterr()
+    for argv in (["console"], ["topics", "list"], ["users", "list"]):
+        assert cli.main([*argv, "--bootstrap-server", "127.0.0.1:1", "--command-config", str(config)]) == 1, argv
+        err = capsys.readouterr().err
+        assert err == (f"kbroker {argv[0]}: --command-config {config}: sasl.mechanism=SCRAM-SHA-512 needs "
+                       f"sasl.jaas.config, e.g. org.apache.kafka.common.security.scram.ScramLoginModule required "
+                       f'username="alice" password="alice-secret";\n'), argv
+    assert ran == [ClientSecurity("SASL_PLAINTEXT", None, "SCRAM-SHA-512", {})]
