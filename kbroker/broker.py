@@ -30,6 +30,7 @@ from kbroker.errors import (
     InvalidRequestError,
     KafkaError,
     PolicyViolationError,
+    StartupError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -539,6 +540,13 @@ def _txn_config(config: BrokerConfig) -> TransactionConfig:
 
 def _group_config(config: BrokerConfig) -> GroupConfig:
     c = config.get
+    for key in ("heartbeat.interval.ms", "session.timeout.ms"):  # Kafka's GroupCoordinatorConfig checks
+        low, value, high = (c(f"group.consumer.{k}") for k in (f"min.{key}", key, f"max.{key}"))
+        if not low <= value <= high:
+            raise StartupError(f"group.consumer.{key}={value} must be between group.consumer.min.{key}={low} "
+                               f"and group.consumer.max.{key}={high}")
+    if c("group.consumer.heartbeat.interval.ms") >= c("group.consumer.session.timeout.ms"):
+        raise StartupError("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
     return GroupConfig(
         min_session_timeout_ms=c("group.min.session.timeout.ms"),
         max_session_timeout_ms=c("group.max.session.timeout.ms"),
