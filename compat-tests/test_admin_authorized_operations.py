@@ -3,8 +3,8 @@ consumer group asking for the operations allowed, as admin tools and operators' 
 authorizer kbroker answers as Kafka does: every operation the resource type supports.
 
 One scenario, parametrized over the admin clients that expose it: confluent-kafka's AdminClient
-(`include_authorized_operations=True`), the Java Admin (`includeAuthorizedOperations(true)`, through
-`KbrokerHarness admin authorized-ops`) and kafka-python's KafkaAdminClient (which always asks).
+(`include_authorized_operations=True`), the Java Admin of kafka-clients 3.9 and 4.3
+(`includeAuthorizedOperations(true)`, through `KbrokerHarness admin authorized-ops`) and kafka-python's KafkaAdminClient (which always asks).
 """
 
 from __future__ import annotations
@@ -50,14 +50,20 @@ def confluent_ops(request, kt, kbroker, topic, group):
             "group": names(described_group.authorized_operations)}
 
 
-def java_ops(request, kt, kbroker, topic, group):
-    harness = request.getfixturevalue("java_harness")
+def java_ops(request, kt, kbroker, topic, group, fixture="java_harness"):
+    harness = request.getfixturevalue(fixture)
     out = {}
     for line in harness.ok("admin", kbroker.bootstrap, "authorized-ops", topic, group):
         if line.startswith("OPS "):
             _, kind, names = line.split(" ")
             out[kind] = None if names == "null" else set(names.split(","))
     return out
+
+
+def java43_ops(request, kt, kbroker, topic, group):
+    """kafka-clients 4.3.0: the same calls (describeTopics falls back from DescribeTopicPartitions to
+    Metadata, describeConsumerGroups from ConsumerGroupDescribe to DescribeGroups: FINDINGS.md)."""
+    return java_ops(request, kt, kbroker, topic, group, "java_harness_43")
 
 
 def kafka_python_ops(request, kt, kbroker, topic, group):
@@ -76,8 +82,8 @@ def kafka_python_ops(request, kt, kbroker, topic, group):
             "group": set(group_entry["authorized_operations"])}
 
 
-@pytest.mark.parametrize("describe", [confluent_ops, java_ops, kafka_python_ops],
-                         ids=["confluent", "java", "kafka-python"])
+@pytest.mark.parametrize("describe", [confluent_ops, java_ops, java43_ops, kafka_python_ops],
+                         ids=["confluent", "java", "java43", "kafka-python"])
 def test_every_supported_operation_is_authorized(request, kt, kbroker, resources, describe):
     topic, group = resources
     assert describe(request, kt, kbroker, topic, group) == {"topic": TOPIC_OPS, "cluster": CLUSTER_OPS,

@@ -1,5 +1,5 @@
-"""Partition reassignment driven by the stock Java Admin client (kafka-clients 3.9.0) against a
-four-broker kbroker cluster coordinated by a real ZooKeeper (clusterkit):
+"""Partition reassignment driven by the stock Java Admin client (kafka-clients 3.9.0; the error cases
+with 4.3.0 too) against a four-broker kbroker cluster coordinated by a real ZooKeeper (clusterkit):
 AlterPartitionReassignments v0 and ListPartitionReassignments v0, through
 `KbrokerHarness admin reassign / cancel-reassign / list-reassign`.
 
@@ -117,8 +117,9 @@ def copies(cluster, broker: int, topic: str) -> list[str]:
     return sorted(d.name for d in data.glob(f"{topic}-*") if not d.name.endswith("-delete"))
 
 
-def test_java_admin_errors(java_harness, cluster):
-    topic = "java-errors"
+def test_java_admin_errors(java_client, cluster):
+    """Run by kafka-clients 3.9.0 and 4.3.0 alike (`java_client`)."""
+    java_harness, topic = java_client, f"{java_client.name}-errors"
     ck.create_topic(cluster, topic, 1, 2)
     before = ck.partitions(cluster, topic)[0]["replicas"]
     others = [b for b in BROKERS if b not in before]

@@ -1,4 +1,6 @@
-// Small driver for the stock Java kafka-clients 3.9.0, used by compat-tests/test_java.py,
+// Small driver for the stock Java kafka-clients, compiled at test time against 3.9.0 and against 4.3.0
+// (compat-tests/conftest.py: java_harness, java_harness_43), so it calls only what both have (the
+// deprecated Admin.alterConfigs, gone from 4.x, by reflection). Used by compat-tests/test_java.py,
 // test_groups_java.py, test_cluster_java.py, test_cluster_java_admin.py, test_authorized_operations.py,
 // test_produce_validation.py, test_log_dirs.py and (through txnkit.py) test_transactions.py and
 // test_cluster_transactions.py.
@@ -24,7 +26,7 @@
 //       poll until n records (or the timeout), commitSync, close (LeaveGroup); the same REC / DONE lines
 //   admin <bootstrap> create <topic> <partitions>      -> "CREATED <topic>"
 //   admin <bootstrap> describe <topic>                 -> "PARTITION <p> <leader> <replicas,>"
-//   admin <bootstrap> offsets <topic> <spec>...        -> "OFFSET <spec> <p> <offset> <timestamp>"
+//   admin <bootstrap> offsets <topic> <spec>...        -> "OFFSET <spec> <p> <offset> <timestamp> <leader epoch|->"
 //       spec: earliest | latest | ts:MS, each looked up for every partition of the topic
 //   admin <bootstrap> delete <topic>                   -> "DELETED <topic>"
 //   admin <bootstrap> list                             -> "TOPIC <name>"
@@ -80,7 +82,8 @@
 //       {"call":"create-partitions","error":"<simple class>","message":".."} (exit status 0)
 //   admin <bootstrap> legacy-alter-configs broker|topic NAME validate|apply K=V ...
 //       the deprecated Admin.alterConfigs (AlterConfigs, the whole config of the resource): {"result":"ok"} or
-//       {"result":"<simple class>","message":".."}, as alter-configs answers IncrementalAlterConfigs
+//       {"result":"<simple class>","message":".."}, as alter-configs answers IncrementalAlterConfigs;
+//       kafka-clients 4.x has no such call: "ERROR java.lang.UnsupportedOperationException: ..." (exit 1)
 //   admin <bootstrap> script
 //       many calls through one Admin (compat-tests/test_acl_matrix.py): one call a line on stdin
 //       (create-topic T, delete-topic T, create-partitions T N, describe-configs topic|broker NAME,
@@ -445,7 +448,8 @@ public final class KbrokerHarness {
                                 : "latest".equals(s) ? OffsetSpec.latest()
                                 : OffsetSpec.forTimestamp(Long.parseLong(s.substring(3)));
                         offsets(admin, args[3], parts, spec).forEach((p, info) -> System.out.println(
-                                "OFFSET " + s + " " + p + " " + info.offset() + " " + info.timestamp()));
+                                "OFFSET " + s + " " + p + " " + info.offset() + " " + info.timestamp() + " "
+                                        + info.leaderEpoch().map(String::valueOf).orElse("-")));
                     }
                     break;
                 }
@@ -732,7 +736,6 @@ public final class KbrokerHarness {
         }
     }
 
-    @SuppressWarnings("deprecation")
     static void legacyAlterConfigs(Admin admin, String[] args) throws Exception {
         org.apache.kafka.common.config.ConfigResource resource = configResource(args[3], args[4]);
         List<org.apache.kafka.clients.admin.ConfigEntry> entries = new ArrayList<>();
@@ -740,10 +743,25 @@ public final class KbrokerHarness {
             String[] kv = args[i].split("=", 2);
             entries.add(new org.apache.kafka.clients.admin.ConfigEntry(kv[0], kv.length > 1 ? kv[1] : ""));
         }
+        // Admin.alterConfigs(Map<ConfigResource, Config>, AlterConfigsOptions): in 3.9, removed in 4.0
+        java.lang.reflect.Method alterConfigs;
         try {
-            admin.alterConfigs(Collections.singletonMap(resource, new org.apache.kafka.clients.admin.Config(entries)),
-                    new org.apache.kafka.clients.admin.AlterConfigsOptions().validateOnly("validate".equals(args[5])))
-                    .all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
+            alterConfigs = Admin.class.getMethod("alterConfigs", Map.class,
+                    org.apache.kafka.clients.admin.AlterConfigsOptions.class);
+        } catch (NoSuchMethodException e) {
+            throw new UnsupportedOperationException("kafka-clients "
+                    + org.apache.kafka.common.utils.AppInfoParser.getVersion() + " has no Admin.alterConfigs");
+        }
+        try {
+            org.apache.kafka.clients.admin.AlterConfigsResult result;
+            try {
+                result = (org.apache.kafka.clients.admin.AlterConfigsResult) alterConfigs.invoke(admin,
+                        Collections.singletonMap(resource, new org.apache.kafka.clients.admin.Config(entries)),
+                        new org.apache.kafka.clients.admin.AlterConfigsOptions().validateOnly("validate".equals(args[5])));
+            } catch (java.lang.reflect.InvocationTargetException e) {
+                throw e.getCause() instanceof Exception ? (Exception) e.getCause() : e;
+            }
+            result.all().get(CALL_TIMEOUT_S, TimeUnit.SECONDS);
             emit("{\"result\":\"ok\"}");
         } catch (ExecutionException e) {
             emit("{\"result\":" + jsonString(e.getCause().getClass().getSimpleName()) + ",\"message\":"

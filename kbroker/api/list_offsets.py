@@ -52,6 +52,19 @@ def lookup(partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
     return (-1, limit) if timestamp == LATEST else (-1, -1)
 
 
+def answered_epoch(partition, timestamp: int, offset: int) -> int:
+    """The leader epoch an answer carries, as Kafka's (UnifiedLog.fetchOffsetByTimestamp): the
+    partition's current epoch for latest; for every other lookup the epoch the answered offset was
+    written in (Kafka: the earliest cached epoch for earliest, the batch's partition leader epoch for
+    a timestamp or the max timestamp); -1 when no offset is answered, or its epoch is not known."""
+    if offset < 0:
+        return -1
+    if timestamp == LATEST:
+        return partition.leader_epoch
+    epoch = partition.log.leader_epoch_cache.epoch_for_offset(offset)
+    return -1 if epoch is None else epoch
+
+
 async def lookup_tiered(remote, partition, timestamp: int, read_committed: bool) -> tuple[int, int]:
     """`lookup` for a partition whose history is archived (kbroker.tiered.RemoteLogManager)."""
     if timestamp == EARLIEST:
@@ -140,7 +153,7 @@ async def handle(ctx: RequestContext, request) -> dict:
                 else:
                     ts, offset = lookup(partition, p.timestamp, read_committed)
                 entry.update(error_code=ErrorCode.none, timestamp=ts, offset=offset,
-                             leader_epoch=partition.leader_epoch)
+                             leader_epoch=answered_epoch(partition, p.timestamp, offset))
             except KafkaError as exc:
                 entry.update(error_code=error_code_of(exc), timestamp=-1, offset=-1)
             partitions.append(entry)

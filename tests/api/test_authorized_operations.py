@@ -94,3 +94,15 @@ def test_describe_groups(broker, version, asked):
     (group,) = response.groups
     assert group.error_code == 0
     assert group.authorized_operations == (GROUP_OPS if asked else NOT_ASKED)
+
+
+@pytest.mark.parametrize("endpoint_type, error_code, message", [
+    (2, 114, "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"),
+    (0, 115, "Unsupported endpoint type 0"), (3, 115, "Unsupported endpoint type 3")])
+def test_describe_cluster_answers_for_brokers_only(broker, endpoint_type, error_code, message):
+    """v1's endpoint type: a broker answers MISMATCHED_ENDPOINT_TYPE when asked for the controllers
+    (an Admin with bootstrap.controllers), UNSUPPORTED_ENDPOINT_TYPE for a type Kafka does not know."""
+    response = call(broker, DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": True,
+                                                  "endpoint_type": endpoint_type})
+    assert (response.error_code, response.error_message) == (error_code, message)
+    assert (response.brokers, response.controller_id) == ((), -1)

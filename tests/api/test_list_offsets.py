@@ -2,7 +2,7 @@
 (the high watermark, or the last stable offset for read_committed), by timestamp and max
 timestamp, none of them beyond what a consumer may read; and Kafka's OFFSET_NOT_AVAILABLE from a
 leader just elected whose high watermark is still behind the start of its epoch, until its
-followers have fetched."""
+followers have fetched. The leader epoch each answer carries (`answered_epoch`): Kafka's."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from kbroker.api.list_offsets import EARLIEST, LATEST, MAX_TIMESTAMP, lookup
+from kbroker.api.list_offsets import EARLIEST, LATEST, LATEST_TIERED, MAX_TIMESTAMP, answered_epoch, lookup
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.log.config import LogConfig
 from kbroker.log.log import Log
@@ -82,3 +82,26 @@ def test_new_leader_behind_its_epoch_start_answers_offset_not_available(partitio
     p.update_follower_fetch(2, 8, T0 + 1)  # the follower has everything: HW 8, past the epoch start
     assert answers(p) == {"earliest": (-1, 0), "latest": (-1, 8), "max": (TS + 70, 7), "ts-of-2": (TS + 20, 2),
                           "ts-of-6": (TS + 60, 6), "past": (-1, -1)}
+
+
+def test_answered_leader_epochs_are_kafkas(partition):
+    """Latest carries the current epoch; earliest, a timestamp and the max timestamp the epoch their
+    record was written in; no offset (past the end, latest-tiered without tiered storage) -1, as
+    Kafka 4 answers kafka-clients 4.3 (a lookup past the end once answered the current epoch)."""
+    p = partition
+    p.make_leader(1, [1, 2], [1, 2, 3], 0, T0)
+    append(p, 0, 5)
+    p.update_follower_fetch(2, 5, T0)
+    p.make_follower(2, 2, [2, 1], [1, 2, 3], 1)
+    p.make_leader(3, [1, 2], [1, 2, 3], 2, T0)
+    append(p, 5, 3)
+    p.update_follower_fetch(2, 8, T0)
+    assert p.high_watermark == 8
+
+    def epoch(spec):
+        return answered_epoch(p, spec, lookup(p, spec, False)[1])
+
+    assert {name: epoch(spec) for name, spec in (
+        ("earliest", EARLIEST), ("latest", LATEST), ("max", MAX_TIMESTAMP), ("ts-of-2", TS + 20),
+        ("ts-of-6", TS + 60), ("past", TS + 10_000), ("latest-tiered", LATEST_TIERED))} == {
+        "earliest": 1, "latest": 3, "max": 3, "ts-of-2": 1, "ts-of-6": 3, "past": -1, "latest-tiered": -1}
