@@ -1,5 +1,6 @@
-"""The consumer group protocol's APIs (KIP-848): ConsumerGroupHeartbeat (68) — request fields in,
-topic ids translated to names and back, the GroupCoordinator's decision out.
+"""The consumer group protocol's APIs (KIP-848): ConsumerGroupHeartbeat (68) and
+ConsumerGroupDescribe (69) — request fields in, topic ids translated to names and back, the
+GroupCoordinator's decision out.
 
 Authorization as Kafka's KafkaApis: READ on the group, and DESCRIBE on every topic subscribed to
 by name (TOPIC_AUTHORIZATION_FAILED otherwise). A heartbeat that changed the group waits, in a
@@ -12,7 +13,7 @@ import base64
 import uuid
 
 from kbroker.api.access import Op, Res, allowed_topics
-from kbroker.api.authorization import permitted
+from kbroker.api.authorization import NOT_REQUESTED, ResourceType, authorized_operations, permitted
 from kbroker.api.context import RequestContext
 from kbroker.api.offsets import wait_for_commit_replication
 from kbroker.errors import ErrorCode
@@ -89,3 +90,52 @@ async def consumer_group_heartbeat(ctx: RequestContext, request) -> dict:
     return {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None,
             "member_id": response.member_id, "member_epoch": response.member_epoch,
             "heartbeat_interval": response.heartbeat_interval_ms, "assignment": assignment}
+
+
+CLASSIC_MEMBER, CONSUMER_MEMBER = 0, 1  # ConsumerGroupDescribe v1's MemberType
+
+
+def _described_assignment(ctx: RequestContext, assignment) -> dict:
+    parts = []
+    for topic in sorted(assignment):
+        info = ctx.broker.metadata.topic(topic)
+        if info is not None:
+            parts.append({"topic_id": info.topic_id, "topic_name": topic, "partitions": sorted(assignment[topic])})
+    return {"topic_partitions": parts}
+
+
+def _described_group(ctx: RequestContext, coordinator, group_id: str, include_operations: bool) -> dict:
+    empty = {"error_code": ErrorCode.none, "error_message": None, "group_id": group_id, "group_state": "",
+             "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": [],
+             "authorized_operations": NOT_REQUESTED}
+    if not permitted(ctx, Op.DESCRIBE, Res.GROUP, group_id):
+        return {**empty, "error_code": ErrorCode.group_authorization_failed}
+    error, message, state = coordinator.describe_consumer_group(group_id)
+    if error != ErrorCode.none or state is None:
+        return {**empty, "error_code": error, "error_message": message}
+    members, topics = [], set()
+    for member in state.members.values():
+        sub = member.subscription
+        target = state.target.get(member.member_id, {})
+        topics |= set(sub.topic_names) | set(member.current.assigned) | set(target)
+        members.append({
+            "member_id": member.member_id, "instance_id": sub.instance_id, "rack_id": sub.rack_id,
+            "member_epoch": member.epoch, "client_id": sub.client_id, "client_host": sub.client_host,
+            "subscribed_topic_names": list(sub.topic_names), "subscribed_topic_regex": sub.topic_regex,
+            "assignment": _described_assignment(ctx, member.current.assigned),
+            "target_assignment": _described_assignment(ctx, target), "member_type": CONSUMER_MEMBER})
+    denied = sorted(topics - allowed_topics(ctx, Op.DESCRIBE, topics, log_denied=False))
+    if denied:  # Kafka: a group naming topics the principal may not see is refused whole
+        return {**empty, "error_code": ErrorCode.topic_authorization_failed,
+                "error_message": "The described group uses topics that the client is not authorized to describe."}
+    return {**empty, "group_state": state.state_name(), "group_epoch": state.epoch,
+            "assignment_epoch": state.assignment_epoch, "assignor_name": coordinator.preferred_assignor_name(state),
+            "members": members, "authorized_operations": authorized_operations(ResourceType.GROUP, group_id, ctx)
+            if include_operations else NOT_REQUESTED}
+
+
+async def consumer_group_describe(ctx: RequestContext, request) -> dict:
+    coordinator = await ctx.broker.group_coordinator_for_request()
+    return {"throttle_time": 0, "groups": [
+        _described_group(ctx, coordinator, group_id, request.include_authorized_operations)
+        for group_id in request.group_ids]}

@@ -146,6 +146,7 @@ DISPATCH: dict[int, ApiSpec] = {
     65: ApiSpec("DescribeTransactions", 0, 0, transaction_listing.describe_transactions),
     66: ApiSpec("ListTransactions", 0, 1, transaction_listing.list_transactions),
     68: ApiSpec("ConsumerGroupHeartbeat", 0, 1, consumer_groups.consumer_group_heartbeat, group_protocol="consumer"),
+    69: ApiSpec("ConsumerGroupDescribe", 0, 1, consumer_groups.consumer_group_describe, group_protocol="consumer"),
 }
 
 

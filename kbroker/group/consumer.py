@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Mapping, Protocol
 
 from kbroker.errors import ErrorCode, KafkaError
+from kbroker.group import assignors
 from kbroker.group import consumer_protocol as cp
 from kbroker.group import consumer_records
 from kbroker.group.consumer_state import (STATIC_LEAVE_EPOCH, ConsumerGroupState, MemberState, Record,
@@ -109,6 +110,22 @@ class ConsumerGroupsMixin:
         self._consumer_timers(group_id, decision, request)
         assert decision.response is not None
         return HeartbeatResult(decision.response, bool(decision.records))
+
+    def describe_consumer_group(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroupState | None]:
+        """(error, message, the group's state) for ConsumerGroupDescribe."""
+        error = self._validate_status(group_id, allow_empty_id=True)
+        if error is not None:
+            return error, None, None
+        group = self.groups.get(group_id)
+        code, message = describe_error(group, group_id)
+        if code != E.none or group is None:
+            return code, message, None
+        return E.none, None, group.consumer
+
+    def preferred_assignor_name(self, state: ConsumerGroupState) -> str:
+        chosen = assignors.preferred_assignor([m.subscription.server_assignor for m in state.members.values()],
+                                              assignors.configured_assignors(self.config.consumer_assignors))
+        return chosen.name
 
     # -- records --------------------------------------------------------------------------------------
     def _commit_consumer_records(self, group_id: str, records: list[Record]) -> None:
@@ -234,3 +251,13 @@ def consumer_commit_error(group: GroupMetadata, member_id: str, member_epoch: in
     if member_epoch != member.epoch:
         return E.stale_member_epoch
     return None
+
+
+def describe_error(group: GroupMetadata | None, group_id: str) -> tuple[ErrorCode, str | None]:
+    """Kafka's ConsumerGroupDescribe answer for a group that is not a consumer-protocol group."""
+    if group is None or (group.consumer is None and not group.members and group.is_(GroupState.EMPTY)) \
+            or (group.consumer is not None and group.consumer.deleted):
+        return E.group_id_not_found, f"Group {group_id} not found."
+    if group.consumer is None:
+        return E.group_id_not_found, f"Group {group_id} is not a consumer group."
+    return E.none, None

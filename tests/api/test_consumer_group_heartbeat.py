@@ -172,3 +172,35 @@ def test_disabled_protocol_is_not_advertised(tmp_path):
             == {(HEARTBEAT, 0, 1)}
     finally:
         b.shutdown()
+
+
+DESCRIBE = 69
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_consumer_group_describe(broker, version):
+    r = beat(broker, "m1", 0, rack_id="r1")
+    beat(broker, "m2", 0)
+    described = ask(broker, DESCRIBE, version, {"group_ids": ["g", "nothing"], "include_authorized_operations": True})
+    g, missing = described.groups
+    assert g.error_code == E.none and g.group_state == "Reconciling"  # m1 still has to revoke
+    assert (g.group_epoch, g.assignment_epoch, g.assignor_name) == (2, 2, "uniform")
+    members = {m.member_id: m for m in g.members}
+    assert set(members) == {"m1", "m2"} and members["m1"].rack_id == "r1"
+    assert members["m1"].subscribed_topic_names == ("t",) and members["m1"].member_epoch == 1
+    current = {p for tp in members["m1"].assignment.topic_partitions for p in tp.partitions}
+    target = {p for tp in members["m1"].target_assignment.topic_partitions for p in tp.partitions}
+    assert current == assigned(r, broker) == {0, 1, 2, 3} and len(target) == 2
+    assert members["m1"].assignment.topic_partitions[0].topic_name == "t"
+    if version >= 1:
+        assert members["m1"].member_type == 1
+    assert g.authorized_operations != -2147483648
+    assert missing.error_code == E.group_id_not_found and missing.members == ()
+
+
+def test_consumer_group_describe_of_a_classic_group(broker):
+    broker.group_coordinator.join_group("classic", "", None, False, "c", "/h", 10000, 10000, "consumer",
+                                        [("range", b"")], lambda _r: None)
+    described = ask(broker, DESCRIBE, 1, {"group_ids": ["classic"], "include_authorized_operations": False})
+    assert described.groups[0].error_code == E.group_id_not_found
+    assert "not a consumer group" in described.groups[0].error_message
