@@ -3,7 +3,10 @@
 A *member* is a separate OS process running one stock client in a consumer group (so a test can
 SIGKILL it). It prints JSON lines on stdout, which `Member` collects:
 
-    {"event": "assigned", "partitions": [0, 3]}        after every rebalance (its whole assignment)
+    {"event": "assigned", "partitions": [0, 3], "t": 1764150000.123}
+                                                        after every rebalance (its whole assignment) and
+                                                        after a revocation (what is left); "t", the wall
+                                                        time of the callback, where the member reports it
     {"event": "record", "partition": 0, "offset": 5, "key": "..."}   one per record processed
     {"event": "committed", "offsets": {"0": 6}}        after a successful commit (next offsets)
     {"event": "closed"}                                 after a clean close on SIGTERM
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -102,10 +106,22 @@ class Member:
                 f"{len(self.records)} records, committed={self.committed}\n--- stderr tail ---\n{self.stderr_tail()}")
 
     # -- lifecycle ----------------------------------------------------------------------------------
-    def terminate(self, timeout: float = 30.0) -> int | None:
-        """SIGTERM: the member closes its consumer (LeaveGroup) and exits."""
-        if self.alive:
+    _stop_sent = False
+
+    def request_stop(self) -> float:
+        """SIGTERM without waiting (`terminate` then waits): several members close at once. Returns
+        the wall time it was sent (the member owned its partitions at least until then)."""
+        sent = time.time()
+        if self.alive and not self._stop_sent:
             self.proc.send_signal(signal.SIGTERM)
+            self._stop_sent = True
+        return sent
+
+    def terminate(self, timeout: float = 30.0) -> int | None:
+        """SIGTERM (unless `request_stop` sent it): the member closes its consumer (LeaveGroup) and exits."""
+        if self.alive and not self._stop_sent:
+            self.proc.send_signal(signal.SIGTERM)
+            self._stop_sent = True
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -123,6 +139,90 @@ class Member:
         except subprocess.TimeoutExpired:
             pass
         self._reader.join(5)
+
+
+# kcat's rebalance callback, eager ("assigned:" / "revoked:", the whole assignment) and
+# cooperative ("incremental assignment of N partition(s)" / "incremental unassignment ...", the change)
+KCAT_EAGER = re.compile(r"rebalanced \(memberid ([^)]*)\): (assigned|revoked): (.*)$")
+KCAT_COOPERATIVE = re.compile(r"rebalanced: incremental (\w+) of \d+ partition\(s\) \(memberid ([^,)]*)[^)]*\): (.*)$")
+
+
+class KcatMember(Member):
+    """A `kcat -G group topic` process (kcat 1.7.1, librdkafka 2.0.2) reporting groupkit events: its
+    `-f 'REC %p %o %k\\n'` lines on stdout are records, and the "% Group ... rebalanced (memberid ...):
+    assigned: / revoked: <topic> [p], ..." lines its rebalance callback writes on stderr give the
+    assignment (no wall times: they are read late). kcat exiting 0 after SIGTERM (it closes the
+    consumer, which commits and leaves) is `closed`. librdkafka auto-commits (every 5 s and on revoke
+    and close), so there are no `committed` events and delivery is at-least-once. `extra`: more kcat
+    arguments, e.g. ("-X", "partition.assignment.strategy=cooperative-sticky")."""
+
+    def __init__(self, kcat: str, bootstrap: str, group: str, topic: str, name: str, log_dir: Path,
+                 extra: Iterable[str] = ()) -> None:
+        self.name = name
+        self.argv = [kcat, "-b", bootstrap, "-G", group, "-u", "-f", "REC %p %o %k\\n",
+                     "-X", "auto.offset.reset=earliest", *extra, topic]
+        self.stderr_path = log_dir / f"member-{name}.stderr.log"
+        self._stderr = open(self.stderr_path, "w")
+        self.proc = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, text=True, bufsize=1)
+        self._lock = threading.Lock()
+        self.events: list[dict] = []
+        self.unparsed: list[str] = []
+        self._owned: set[int] = set()
+        self.member_id: str | None = None  # as the rebalance callback last reported it
+        self._reader = threading.Thread(target=self._read, name=f"kcat-{name}", daemon=True)
+        self._err_reader = threading.Thread(target=self._read_stderr, name=f"kcat-{name}-err", daemon=True)
+        self._reader.start()
+        self._err_reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            fields = line.rstrip("\n").split(" ", 3)
+            with self._lock:
+                if len(fields) >= 3 and fields[0] == "REC":
+                    self.events.append({"event": "record", "partition": int(fields[1]), "offset": int(fields[2]),
+                                        "key": fields[3] if len(fields) > 3 else ""})
+                elif line.strip():
+                    self.unparsed.append(line.rstrip("\n"))
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr.write(line)
+            self._stderr.flush()
+            line = line.rstrip("\n")
+            eager, cooperative = KCAT_EAGER.search(line), KCAT_COOPERATIVE.search(line)
+            if eager:
+                member_id, adds, listed = eager.group(1), eager.group(2) == "assigned", eager.group(3)
+            elif cooperative:
+                member_id, adds, listed = cooperative.group(2), cooperative.group(1) == "assignment", cooperative.group(3)
+            else:
+                if "rebalanced" in line:
+                    with self._lock:
+                        self.unparsed.append(line)
+                continue
+            partitions = {int(p) for p in re.findall(r"\[(\d+)\]", listed)}
+            with self._lock:
+                self.member_id = member_id
+                # eager: revoke all, then assign all; cooperative: revoke/assign the difference
+                if adds:
+                    self._owned |= partitions
+                else:
+                    self._owned -= partitions
+                self.events.append({"event": "assigned", "partitions": sorted(self._owned)})
+
+    def terminate(self, timeout: float = 30.0) -> int | None:
+        status = super().terminate(timeout)
+        self._err_reader.join(5)
+        if status == 0:
+            with self._lock:
+                self.events.append({"event": "closed"})
+        return status
+
+    def kill(self) -> None:
+        super().kill()
+        self._err_reader.join(5)
 
 
 def wait_for(cond: Callable[[], object], timeout: float, what: str, members: Iterable[Member] = ()) -> object:
@@ -211,3 +311,19 @@ def end_offsets(positions: Iterable[tuple[int, int]]) -> dict[int, int]:
     for p, o in positions:
         ends[p] = max(ends.get(p, 0), o + 1)
     return ends
+
+
+def check_single_owner(members: Iterable[Member], killed: dict[str, float] | None = None) -> None:
+    """From every member's assignment reports (each stamped with the wall time `t` its callback
+    ran): at no moment did two members hold the same partition. A SIGKILLed member held its last
+    assignment until the time in `killed` (its partitions go elsewhere only after its session)."""
+    intervals: list[tuple[float, float, int, str]] = []  # (from, to, partition, member)
+    for m in members:
+        reports = [e for e in m._of("assigned") if "t" in e]
+        for i, report in enumerate(reports):
+            end = reports[i + 1]["t"] if i + 1 < len(reports) else (killed or {}).get(m.name, float("inf"))
+            intervals += [(report["t"], end, p, m.name) for p in report["partitions"]]
+    for a in intervals:
+        for b in intervals:
+            if a[2] == b[2] and a[3] != b[3] and a[0] < b[1] and b[0] < a[1]:
+                raise AssertionError(f"partition {a[2]} owned by {a[3]} and {b[3]} at once: {a} {b}")

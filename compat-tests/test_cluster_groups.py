@@ -1,11 +1,13 @@
 """A consumer group of each client family (kafka-python, confluent-kafka, aiokafka, Java
 kafka-clients 3.9, kcat) keeps consuming while its group coordinator is SIGKILLed, on a
-three-broker ZooKeeper cluster (clusterkit), and no committed offset is lost.
+three-broker ZooKeeper cluster (clusterkit), and no committed offset is lost; and a consumer-protocol
+(KIP-848) group whose coordinator is SIGKILLed in the middle of a reconciliation finishes it on the
+new coordinator with no partition ever owned twice.
 
 Per family, on a cluster of its own: a 6-partition topic with replication factor 3 is written by an
 idempotent acks=all producer (confluent-kafka, 100 records a second) the whole time; two members
 split it, each a process of its own running the groupkit member program of its family
-(group_members/*.py, `KbrokerHarness group-member`, `kcat -G` read as test_groups_kcat.py reads it),
+(group_members/*.py, `KbrokerHarness group-member`, `kcat -G` read by groupkit.KcatMember),
 client defaults apart from auto.offset.reset=earliest. The group's coordinator (FindCoordinator; it
 must be the leader of `__consumer_offsets` partition abs(String.hashCode(group)) % 6, as in Kafka)
 is killed with SIGKILL. The controller moves that partition's leadership to another ISR member
@@ -164,9 +166,7 @@ def spawn(request, kt, tmp_path):
             harness = request.getfixturevalue("java_harness")
             member = gk.Member(harness.argv("group-member", bootstrap, group, topic, "range"), name, tmp_path)
         elif family == "kcat":
-            from test_groups_kcat import KcatMember  # its kcat -G output parser
-
-            member = KcatMember(kt.require_exe("kcat"), bootstrap, group, topic, name, tmp_path)
+            member = gk.KcatMember(kt.require_exe("kcat"), bootstrap, group, topic, name, tmp_path)
         else:
             raise ValueError(family)
         started.append(member)
@@ -279,3 +279,91 @@ def test_group_consumes_across_a_coordinator_failover(family, kt, cluster, spawn
     finally:
         watch.stop()
         producer.close()
+
+
+CONSUMER_PROTOCOL = {"group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "100",
+                     "group.consumer.session.timeout.ms": "6000", "group.consumer.min.session.timeout.ms": "1000"}
+
+
+def test_consumer_protocol_group_survives_a_coordinator_kill_mid_reconciliation(kt, tmp_path, spawn):
+    """KIP-848 (librdkafka, group.protocol=consumer) on the three-broker cluster: a third member joins
+    and, while the group reconciles towards the new target, the coordinator is SIGKILLed. The new
+    coordinator rebuilds the group from `__consumer_offsets` (its epochs, targets and current
+    assignments) and the reconciliation finishes there: the three members share the topic, no
+    partition was ever owned by two members at once (from their timestamped assignment callbacks),
+    no acknowledged commit is lost, every acknowledged record is read."""
+    kt.require_module("confluent_kafka")
+    cluster = ck.start_cluster(tmp_path / "cluster", 3, CONSUMER_PROTOCOL)
+    try:
+        _consumer_protocol_failover(cluster, tmp_path)
+    finally:
+        ck.stop_cluster(cluster)
+
+
+def _consumer_protocol_failover(cluster, tmp_path) -> None:
+    topic = f"kip848-failover-{uuid.uuid4().hex[:8]}"
+    group = f"g-{topic}"
+    ck.create_topic(cluster, topic, PARTITIONS, 3)
+    bootstrap = cluster.bootstrap
+    program = str(gk.HERE / "group_members" / "confluent_member.py")
+    started: list[gk.Member] = []
+
+    def member(name):
+        m = gk.Member([sys.executable, program, bootstrap, group, topic, "--group-protocol", "consumer"], name,
+                      tmp_path)
+        started.append(m)
+        return m
+
+    producer = PacedProducer(bootstrap, topic).start()
+    watch = CommitWatch(cluster, group, topic)
+    try:
+        a, b = member("a"), member("b")
+        gk.wait_balanced([a, b], PARTITIONS, 60)
+        watch.start()
+        gk.wait_for(lambda: len(watch.latest() or {}) == PARTITIONS, 45, "committed offsets for every partition",
+                    [a, b])
+        with AdminClient(ck.live_bootstrap(cluster), timeout=10) as admin:
+            coordinator = admin.find_coordinator(group).node_id
+        acknowledged = {}
+        for m in (a, b):
+            for p, o in m.committed.items():
+                acknowledged[p] = max(acknowledged.get(p, 0), o)
+        reports_before = [len(m.assignments) for m in (a, b)]
+        c = member("c")
+        # c's join gives the group a new target: a and b are told to revoke first, and c receives
+        # what they released only at its next heartbeat — kill the coordinator as the first revocation
+        # is reported, before c owns its share
+        gk.wait_for(lambda: any(len(m.assignments) > n for m, n in zip((a, b), reports_before)), 30,
+                    "a member to revoke partitions for the third one", [a, b, c])
+        killed_at = time.monotonic()
+        cluster.brokers[coordinator].kill()
+        c_at_kill = c.assignment
+        first_after = gk.wait_for(
+            lambda: next((s for s in watch.samples if s[0] > killed_at and s[1] != coordinator), None), 45,
+            f"a coordinator other than broker {coordinator}", [a, b, c])
+        lost = {p: (o, first_after[2].get(p)) for p, o in acknowledged.items() if first_after[2].get(p, -1) < o}
+        assert not lost, f"acknowledged commits lost in the failover: {lost}"
+        gk.wait_balanced([a, b, c], PARTITIONS, 60)
+        time.sleep(1)
+        producer.close()
+        assert not producer.failed, f"deliveries failed: {producer.failed[:5]}"
+        ends = _log_end(cluster, topic)
+        expected = {(p, o) for p, end in ends.items() for o in range(end)}
+        gk.wait_all_read([a, b, c], expected, 90)
+        for m in (a, b, c):
+            assert m.terminate() == 0, m.describe()
+        read = gk.read_positions([a, b, c])
+        assert expected <= set(read) <= expected | set(read), f"never read: {sorted(expected - set(read))[:20]}"
+        watch.check_monotonic()
+        gk.check_single_owner([a, b, c])
+        print(f"coordinator {coordinator} killed with c owning {sorted(c_at_kill or ())} of its "
+              f"{max((len(x) for x in c.assignments), default=0)} partitions; broker {first_after[1]} answered "
+              f"{first_after[0] - killed_at:.1f} s later")
+    except BaseException:
+        print(ck.failure_report(cluster))
+        raise
+    finally:
+        watch.stop()
+        producer.close()
+        for m in started:
+            m.kill()

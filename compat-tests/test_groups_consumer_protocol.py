@@ -99,22 +99,6 @@ class SteadyProducer:
         return set(self.acked)
 
 
-def check_single_owner(members: list[gk.Member], killed: dict[str, float] | None = None) -> None:
-    """From every member's assignment reports (each stamped with the time its callback ran): at no
-    moment did two members hold the same partition. A SIGKILLed member held its last assignment
-    until the time in `killed` (the coordinator waits out its session before giving it away)."""
-    intervals: list[tuple[float, float, int, str]] = []  # (from, to, partition, member)
-    for m in members:
-        reports = [e for e in m._of("assigned")]
-        for i, report in enumerate(reports):
-            end = reports[i + 1]["t"] if i + 1 < len(reports) else (killed or {}).get(m.name, float("inf"))
-            intervals += [(report["t"], end, p, m.name) for p in report["partitions"]]
-    for a in intervals:
-        for b in intervals:
-            if a[2] == b[2] and a[3] != b[3] and a[0] < b[1] and b[0] < a[1]:
-                raise AssertionError(f"partition {a[2]} owned by {a[3]} and {b[3]} at once: {a} {b}")
-
-
 def test_members_one_to_three_to_one_under_load(ck, kt, kbroker, spawn):
     topic = _topic(ck, kt, kbroker)
     group = f"g-{topic}"
@@ -134,7 +118,7 @@ def test_members_one_to_three_to_one_under_load(ck, kt, kbroker, spawn):
     gk.wait_all_read([a], expected - set(b.records) - set(c.records), 60)
     assert a.terminate() == 0, a.describe()
     gk.check_exactly_once([a, b, c], expected)
-    check_single_owner([a, b, c])
+    gk.check_single_owner([a, b, c])
 
 
 def test_a_killed_member_is_replaced_after_the_session_timeout(ck, kt, kbroker, spawn):
@@ -154,7 +138,7 @@ def test_a_killed_member_is_replaced_after_the_session_timeout(ck, kt, kbroker, 
     gk.wait_all_read_after_kill([a], b, expected, 30)
     assert a.terminate() == 0, a.describe()
     gk.check_after_kill([a], b, expected)
-    check_single_owner([a, b], {"b": killed_wall})
+    gk.check_single_owner([a, b], {"b": killed_wall})
 
 
 def test_a_static_member_back_in_time_keeps_its_partitions(ck, kt, kbroker, spawn):
