@@ -153,6 +153,7 @@ class Broker:
         self.group_coordinator = GroupCoordinator(_group_config(config), PartitionOffsetsLog(self.replica_manager, now_ms),
                                                   now_ms)
         self.group_coordinator.topics = MetadataTopics(self.metadata)
+        self.group_coordinator.group_configs = self.metadata.group_configs  # per-group configs (KIP-848)
         self.txn_coordinator = TransactionCoordinator(
             _txn_config(config),
             TransactionStateLog(self.replica_manager, now_ms, cluster=self.cluster,
@@ -491,6 +492,16 @@ class Broker:
         tells it (at once here; the others through ZooKeeper's config change notifications)."""
         await _resolved(self.metadata.set_broker_configs(entity, configs))
 
+    # -- per-group configs (kbroker/group/dynamic_configs.py) ----------------------------------------
+    async def group_configs(self, group: str) -> dict[str, str]:
+        """The configs stored for consumer group `group` (a cluster's read fresh from ZooKeeper)."""
+        return await _resolved(self.metadata.read_group_configs(group))
+
+    async def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        """Store `group`'s configs (an empty set removes them); its coordinator uses them from the
+        group's next heartbeat (in a cluster, once ZooKeeper's change notification reaches it)."""
+        await _resolved(self.metadata.set_group_configs(group, configs))
+
     def _apply_dynamic_configs(self, own: dict[str, str], default: dict[str, str]) -> None:
         """Kafka's reconfigurables: the config's dynamic layers, then what read the old values once —
         every log's config (a topic without an override follows the new broker default at once:
@@ -558,6 +569,10 @@ def _group_config(config: BrokerConfig) -> GroupConfig:
         rebalance_protocols=tuple(p.strip().lower() for p in as_list(c("group.coordinator.rebalance.protocols"))),
         consumer_heartbeat_interval_ms=c("group.consumer.heartbeat.interval.ms"),
         consumer_session_timeout_ms=c("group.consumer.session.timeout.ms"),
+        consumer_min_heartbeat_interval_ms=c("group.consumer.min.heartbeat.interval.ms"),
+        consumer_max_heartbeat_interval_ms=c("group.consumer.max.heartbeat.interval.ms"),
+        consumer_min_session_timeout_ms=c("group.consumer.min.session.timeout.ms"),
+        consumer_max_session_timeout_ms=c("group.consumer.max.session.timeout.ms"),
         consumer_max_size=c("group.consumer.max.size"),
         consumer_assignors=assignor_names(c("group.consumer.assignors")),
     )

@@ -43,6 +43,7 @@ class ConfigSource(enum.IntEnum):
     DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
+    GROUP_CONFIG = 8  # a per-group config (Kafka 4's GROUP resource; Java's DYNAMIC_GROUP_CONFIG)
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,18 @@
-"""`kbroker configs`: what kafka-configs.sh does for brokers and topics, over the Kafka protocol.
+"""`kbroker configs`: what kafka-configs.sh does for brokers, topics and groups, over the Kafka
+protocol.
 
-    kbroker configs describe (--broker ID | --broker-defaults | --topic T) [--all]
-        the dynamic configs of one broker, of the cluster-wide broker default, or a topic's
-        overrides; --all: every config, with its source. Each line has Kafka's form:
+    kbroker configs describe (--broker ID | --broker-defaults | --topic T | --group G) [--all]
+        the dynamic configs of one broker, of the cluster-wide broker default, a topic's
+        overrides or a consumer group's own configs (KIP-848); --all: every config, with its
+        source. Each line has Kafka's form:
         `  key=value sensitive=false synonyms={DYNAMIC_BROKER_CONFIG:key=value, ...}`
 
-    kbroker configs alter (--broker ID | --broker-defaults | --topic T)
+    kbroker configs alter (--broker ID | --broker-defaults | --topic T | --group G)
                           [--add-config K=V[,K=V...]] [--delete-config K[,K...]]
         IncrementalAlterConfigs: SET each added key, DELETE each removed one, keep the others.
+
+kafka-configs.sh's `--entity-type topics|brokers|groups --entity-name NAME` (`--entity-default`
+for the broker default) name the same resources.
 
 A broker resource is sent to that broker (the broker-default one to any), as Kafka's admin client
 routes it: a broker answers and alters only its own configs.
@@ -26,15 +31,17 @@ from kbroker.admin.client import DEFAULT_TIMEOUT_S, AdminClient, AdminError, Kaf
 from kbroker.admin.connection import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS, Connection
 from kbroker.admin.security import add_command_config_argument, security_of
 
-RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+RESOURCE_TOPIC, RESOURCE_BROKER, RESOURCE_GROUP = 2, 4, 32
 CONFIG_SET, CONFIG_DELETE = 0, 1
 SOURCES = {1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-           4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG"}
-_DYNAMIC_SOURCES = {1, 2, 3}
+           4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+           8: "DYNAMIC_GROUP_CONFIG"}
+_DYNAMIC_SOURCES = {1, 2, 3, 8}
+ENTITY_TYPES = ("topics", "brokers", "groups")  # kafka-configs.sh's --entity-type values served here
 
 
 def add_configs_command(sub: Any) -> None:
-    p = sub.add_parser("configs", help="describe or alter broker and topic configs (kafka-configs.sh)")
+    p = sub.add_parser("configs", help="describe or alter broker, topic and group configs (kafka-configs.sh)")
     csub = p.add_subparsers(dest="configs_command", required=True)
     for name, text in (("describe", "show dynamic configs (--all: every config)"),
                        ("alter", "set and delete dynamic configs")):
@@ -46,6 +53,10 @@ def add_configs_command(sub: Any) -> None:
         target.add_argument("--broker", type=int, metavar="ID", help="one broker's configs")
         target.add_argument("--broker-defaults", action="store_true", help="the cluster-wide broker default")
         target.add_argument("--topic", metavar="TOPIC")
+        target.add_argument("--group", metavar="GROUP", help="a consumer group's own configs")
+        target.add_argument("--entity-type", choices=ENTITY_TYPES, help="with --entity-name or --entity-default")
+        c.add_argument("--entity-name", metavar="NAME")
+        c.add_argument("--entity-default", action="store_true", help="with --entity-type brokers")
         if name == "describe":
             c.add_argument("--all", action="store_true", help="every config with its source, not only dynamic ones")
         else:
@@ -68,11 +79,35 @@ def parse_add_config(text: str) -> dict[str, str]:
 
 def _resource(args: argparse.Namespace) -> tuple[int, str, str]:
     """(resource type, resource name, the words kafka-configs.sh names it with)."""
+    if getattr(args, "entity_type", None) is not None:
+        return _entity(args)
+    if getattr(args, "entity_name", None) is not None or getattr(args, "entity_default", False):
+        raise AdminError("--entity-name and --entity-default go with --entity-type")
+    if getattr(args, "group", None) is not None:
+        return RESOURCE_GROUP, args.group, f"group {args.group}"
     if args.topic is not None:
         return RESOURCE_TOPIC, args.topic, f"topic {args.topic}"
     if args.broker_defaults:
         return RESOURCE_BROKER, "", "brokers in the cluster"
     return RESOURCE_BROKER, str(args.broker), f"broker {args.broker}"
+
+
+def _entity(args: argparse.Namespace) -> tuple[int, str, str]:
+    """kafka-configs.sh's `--entity-type T --entity-name N` (`--entity-default`: the broker default)."""
+    if args.entity_default:
+        if args.entity_type != "brokers" or args.entity_name is not None:
+            raise AdminError("--entity-default is the broker default: --entity-type brokers without --entity-name")
+        return RESOURCE_BROKER, "", "brokers in the cluster"
+    name = args.entity_name
+    if not name:
+        raise AdminError(f"--entity-type {args.entity_type} needs --entity-name")
+    if args.entity_type == "brokers":
+        if not name.isdigit():
+            raise AdminError(f"The entity name for brokers must be a valid integer broker id, found: {name}")
+        return RESOURCE_BROKER, name, f"broker {name}"
+    if args.entity_type == "groups":
+        return RESOURCE_GROUP, name, f"group {name}"
+    return RESOURCE_TOPIC, name, f"topic {name}"
 
 
 def _connection(admin: AdminClient, resource_type: int, name: str) -> Connection:

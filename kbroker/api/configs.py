@@ -1,19 +1,25 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers.
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics, brokers and groups.
 
 A broker's static configs are read-only; its dynamic ones (kbroker/dynamic_config.py) are altered
 as Kafka does in ZooKeeper mode: a broker resource named by id is altered on that broker only, an
 empty name is the cluster-wide default (`/config/brokers/<default>`, or beside the single node's
 metadata).
+
+A group resource (Kafka 4's GROUP, KIP-848) holds one consumer group's own
+`consumer.session.timeout.ms` / `consumer.heartbeat.interval.ms` (kbroker/group/dynamic_configs.py
+validates and describes them), stored for any group id, existing or not, as Kafka stores them;
+DESCRIBE_CONFIGS / ALTER_CONFIGS on the group authorize it.
 """
 
 from __future__ import annotations
 
-from kbroker.api.access import Op, require_cluster, require_topic
+from kbroker.api.access import Op, require_cluster, require_group, require_topic
 from kbroker.api.context import RequestContext
 from kbroker.api.views import describe_view_config
 from kbroker.config import (
     PARTITIONS_RETIRE_FROM,
     TOPIC_CONFIGS,
+    ConfigEntry,
     broker_config_def,
     describe_topic_config,
     format_value,
@@ -21,6 +27,7 @@ from kbroker.config import (
 )
 from kbroker.config_defs import ConfigSource
 from kbroker.dynamic_config import describe_broker_config, validate_alter
+from kbroker.group import dynamic_configs as group_configs
 from kbroker.metadata.store import DEFAULT_BROKER_ENTITY
 from kbroker.errors import (
     ErrorCode,
@@ -31,14 +38,17 @@ from kbroker.errors import (
     error_code_of,
 )
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, GROUP = 2, 4, 8, 32
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
 def _require(ctx: RequestContext, operation: Op, resource) -> None:
-    """Kafka's checks: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, or on the cluster for a broker."""
+    """Kafka's checks: DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic or the group, or on the cluster
+    for a broker."""
     if resource.resource_type == TOPIC:
         require_topic(ctx, operation, resource.resource_name)
+    elif resource.resource_type == GROUP:
+        require_group(ctx, operation, resource.resource_name)
     elif resource.resource_type in (BROKER, BROKER_LOGGER):
         require_cluster(ctx, operation)
 
@@ -46,6 +56,13 @@ def _require(ctx: RequestContext, operation: Op, resource) -> None:
 def _check_broker(ctx: RequestContext, name: str) -> None:
     if name not in ("", str(ctx.broker.node_id)):
         raise InvalidRequestError(f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}")
+
+
+def _group(name: str) -> str:
+    """The group an altered GROUP resource names (Kafka's ControllerConfigurationValidator)."""
+    if not name:
+        raise InvalidRequestError("Default group resources are not allowed.")
+    return name
 
 
 def _broker_entity(ctx: RequestContext, name: str) -> str:
@@ -75,6 +92,13 @@ async def describe_configs(ctx: RequestContext, request) -> dict:
             elif resource.resource_type == BROKER:
                 _check_broker(ctx, resource.resource_name)
                 entries = describe_broker_config(broker.config, per_broker=resource.resource_name != "")
+            elif resource.resource_type == GROUP:
+                if not resource.resource_name:
+                    raise InvalidRequestError("Group name must not be empty")
+                stored = await broker.group_configs(resource.resource_name)
+                rows = group_configs.describe(broker.group_coordinator.config, stored)
+                entries = [ConfigEntry(d.name, value, source, False, d.sensitive, d.type, d.doc,
+                                       ((d.name, value, source),)) for d, value, source in rows]
             else:
                 raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
             keys = resource.configuration_keys
@@ -100,6 +124,12 @@ async def _alter(ctx: RequestContext, resource, new_configs, validate_only: bool
         validate_alter(ctx.broker.config, resource.resource_name, new_configs)
         if not validate_only:
             await ctx.broker.set_broker_configs(entity, new_configs)
+        return
+    if resource.resource_type == GROUP:  # the whole set replaces the group's (empty: none left)
+        group = _group(resource.resource_name)
+        group_configs.validate(new_configs, ctx.broker.group_coordinator.config)
+        if not validate_only:
+            await ctx.broker.set_group_configs(group, dict(new_configs))
         return
     if resource.resource_type != TOPIC:
         raise InvalidRequestError(f"Unsupported resource type {resource.resource_type}")
@@ -129,15 +159,20 @@ def _retire_from(value: str) -> int:
 
 
 async def _current(ctx: RequestContext, resource) -> dict[str, str]:
-    """What an incremental alter starts from: a topic's overrides, a broker entity's dynamic configs."""
+    """What an incremental alter starts from: a topic's overrides, a broker entity's dynamic configs,
+    a group's configs."""
     if resource.resource_type == BROKER:
         return await ctx.broker.broker_configs(_broker_entity(ctx, resource.resource_name))
+    if resource.resource_type == GROUP:
+        return await ctx.broker.group_configs(_group(resource.resource_name))
     return _topic_overrides(ctx, resource)
 
 
 def _definition(resource_type: int, name: str):
     if resource_type == BROKER:
         return broker_config_def(name)
+    if resource_type == GROUP:
+        return group_configs.GROUP_CONFIGS.get(name)
     return TOPIC_CONFIGS.get(name, (None, ()))[0]
 
 
@@ -193,6 +228,11 @@ async def incremental_alter_configs(ctx: RequestContext, request) -> dict:
                 if definition is None and resource.resource_type == BROKER and c.config_operation in (APPEND, SUBTRACT):
                     # SET and DELETE of a custom key are Kafka's (validate_alter says which keys are custom)
                     raise InvalidConfigError(f"Unknown config name: {c.name}")
+                if resource.resource_type == GROUP and c.config_operation in (APPEND, SUBTRACT):
+                    # no group config is a list (Kafka's ConfigurationControlManager words); an
+                    # unknown name SET is refused with the whole set (group_configs.validate)
+                    verb = "APPEND" if c.config_operation == APPEND else "SUBTRACT"
+                    raise InvalidConfigError(f"Can't {verb} to key {c.name} because its type is not LIST.")
                 if c.config_operation == SET:
                     configs[c.name] = c.value
                 elif c.config_operation == DELETE:

@@ -19,8 +19,9 @@ from kbroker.errors import ErrorCode, KafkaError
 from kbroker.group import assignors
 from kbroker.group import consumer_protocol as cp
 from kbroker.group import consumer_records
-from kbroker.group.consumer_state import (STATIC_LEAVE_EPOCH, ConsumerGroupState, MemberState, Record,
-                                          apply)
+from kbroker.group import dynamic_configs
+from kbroker.group.consumer_state import (STATIC_LEAVE_EPOCH, ConsumerGroupState, GroupEpoch, MemberState,
+                                          Record, apply)
 from kbroker.group.metadata import GroupMetadata
 from kbroker.group.state import GroupState
 from kbroker.group.timers import TimerQueue
@@ -72,15 +73,29 @@ class ConsumerGroupsMixin:
     timers: TimerQueue
     topics: TopicSource
     _revoking: dict[tuple, int]  # ("crb", group, member) -> the epoch its rebalance timer is for
+    # Group epoch bumps this coordinator made (Kafka's consumer-group-rebalance-count), per group while
+    # it coordinates the group, and in all since start; replaying the log on load does not count.
+    consumer_rebalances: dict[str, int]
+    consumer_rebalances_total: int
+    # a group's own configs (KIP-848's GROUP resource, as stored: key -> value), set by the broker;
+    # None: every group has the broker's group.consumer.* values
+    group_configs: Callable[[str], Mapping[str, str]] | None = None
 
     if TYPE_CHECKING:
         def _validate_status(self, group_id: str | None, *, allow_empty_id: bool = False) -> ErrorCode | None: ...
         def partition_for(self, group_id: str) -> int: ...
 
-    def consumer_env(self) -> cp.GroupEnv:
+    def consumer_timeouts(self, group_id: str) -> dynamic_configs.GroupTimeouts:
+        """The group's heartbeat interval and session timeout: its own configs', else the broker's."""
+        stored = self.group_configs(group_id) if self.group_configs is not None else None
+        return dynamic_configs.timeouts(self.config, stored)
+
+    def consumer_env(self, group_id: str | None = None) -> cp.GroupEnv:
         c = self.config
-        return cp.GroupEnv(self.clock(), self.topics.partition_counts(), c.consumer_heartbeat_interval_ms,
-                           c.consumer_session_timeout_ms, c.consumer_max_size, c.consumer_assignors,
+        t = self.consumer_timeouts(group_id) if group_id is not None else \
+            dynamic_configs.GroupTimeouts(c.consumer_heartbeat_interval_ms, c.consumer_session_timeout_ms)
+        return cp.GroupEnv(self.clock(), self.topics.partition_counts(), t.heartbeat_interval_ms,
+                           t.session_timeout_ms, c.consumer_max_size, c.consumer_assignors,
                            self.topics.partition_racks, self.topics.internal_topics())
 
     def consumer_group_heartbeat(self, group_id: str, request: cp.HeartbeatRequest, version: int) -> HeartbeatResult:
@@ -100,7 +115,7 @@ class ConsumerGroupsMixin:
             if group is not None and group.consumer is None and (group.members or not group.is_(GroupState.EMPTY)):
                 raise cp.GroupError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
             state = group.consumer if group is not None and group.consumer is not None else ConsumerGroupState(group_id)
-            decision = cp.heartbeat(state, request, self.consumer_env())
+            decision = cp.heartbeat(state, request, self.consumer_env(group_id))
         except cp.GroupError as exc:
             return failed(exc.code, exc.message)
         try:
@@ -141,6 +156,9 @@ class ConsumerGroupsMixin:
             group.consumer = ConsumerGroupState(group_id)
             group.protocol_type = "consumer"
         for record in records:
+            if isinstance(record, GroupEpoch) and record.epoch is not None and record.epoch > group.consumer.epoch:
+                self.consumer_rebalances[group_id] = self.consumer_rebalances.get(group_id, 0) + 1
+                self.consumer_rebalances_total += 1
             apply(group.consumer, record)
 
     # -- timers ---------------------------------------------------------------------------------------
@@ -157,7 +175,7 @@ class ConsumerGroupsMixin:
         if member is None or member.epoch == STATIC_LEAVE_EPOCH:
             return  # gone, or a static member away: its session timer (not renewed) ends it
         now = self.clock()
-        self.timers.schedule(("chb", group_id, member_id), now + self.config.consumer_session_timeout_ms,
+        self.timers.schedule(("chb", group_id, member_id), now + self.consumer_timeouts(group_id).session_timeout_ms,
                              lambda: self._consumer_session_expired(group_id, member_id))
         if member.current.state == MemberState.UNREVOKED_PARTITIONS:
             key = ("crb", group_id, member_id)
@@ -207,8 +225,8 @@ class ConsumerGroupsMixin:
         group.protocol_type = "consumer"
         now = self.clock()
         gid = group.group_id
+        timeout = self.consumer_timeouts(gid).session_timeout_ms
         for member_id, member in state.members.items():
-            timeout = self.config.consumer_session_timeout_ms
             self.timers.schedule(("chb", gid, member_id), now + timeout,
                                  lambda mid=member_id: self._consumer_session_expired(gid, mid))
             if member.current.state == MemberState.UNREVOKED_PARTITIONS:

@@ -58,6 +58,8 @@ class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, TxnOffsetsMixin)
         self.active = True
         self._join_ops: dict[str, tuple] = {}  # group -> ("initial", delay, remaining) | ("delayed",)
         self._revoking: dict[tuple, int] = {}
+        self.consumer_rebalances: dict[str, int] = {}
+        self.consumer_rebalances_total = 0
         self.topics: TopicSource = NoTopics()  # the broker sets its metadata here
 
     # -- routing and status -------------------------------------------------------------------------
@@ -283,6 +285,7 @@ class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, TxnOffsetsMixin)
         group.offsets.clear()
         del self.groups[group.group_id]
         self._join_ops.pop(group.group_id, None)
+        self.consumer_rebalances.pop(group.group_id, None)
         self.timers.cancel(("join", group.group_id))
 
     def remove_offsets_of_topic(self, topic: str) -> None:
@@ -340,6 +343,7 @@ class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, TxnOffsetsMixin)
             self.owned.discard(partition)
         for group_id in [g for g in self.groups if self.partition_for(g) == partition]:
             self._join_ops.pop(group_id, None)
+            self.consumer_rebalances.pop(group_id, None)
             answer_parked_not_coordinator(self.groups.pop(group_id))
 
 

@@ -44,6 +44,11 @@ class GroupConfig:
     rebalance_protocols: tuple[str, ...] = ("classic", "consumer")
     consumer_heartbeat_interval_ms: int = 5000
     consumer_session_timeout_ms: int = 45000
+    # the bounds of the two above and of each group's own values (group/dynamic_configs.py)
+    consumer_min_heartbeat_interval_ms: int = 5000
+    consumer_max_heartbeat_interval_ms: int = 15000
+    consumer_min_session_timeout_ms: int = 45000
+    consumer_max_session_timeout_ms: int = 60000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
 

@@ -22,6 +22,8 @@ ACLs are Kafka's AclAuthorizer znodes: `/kafka-acl/<Type>/<name>` (literal patte
 write on the version read (retried on a conflict, as AclAuthorizer.updateResourceAcls) followed by
 a sequential notification in `/kafka-acl-changes` or `/kafka-acl-extended-changes`; every broker
 watches both and re-reads the pattern a notification names, then tells its ACL listeners.
+Per-group configs are `/config/groups/<group>` with `groups/<group>` notifications
+(kbroker/metadata/group_configs.py holds that code; this store delegates).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from kbroker.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from kbroker.metadata.group_configs import ZkGroupConfigs
 from kbroker.metadata.store import (
     BrokerInfo,
     MetadataListener,
@@ -116,6 +119,7 @@ class ClusterMetadataStore:
         self._acl_listeners: list[Callable[[list[AclBinding]], None]] = []
         self._last_acl_change = {zk.ACL_CHANGES: "", zk.EXTENDED_ACL_CHANGES: ""}
         self._acl_lock = trio.Lock()  # one ACL write (or reload) at a time on this broker
+        self._group_configs = ZkGroupConfigs(session)
 
     # -- start-up -----------------------------------------------------------------------------------
     async def start(self, wanted_cluster_id: str | None) -> None:
@@ -126,6 +130,7 @@ class ClusterMetadataStore:
         await self._load_broker_configs(self._broker_entities)
         await self._load_scram_users()
         await self._load_client_quotas()
+        await self._group_configs.load_all()
         await self._start_acls()
 
     async def _cluster_id(self, wanted: str | None) -> str:
@@ -352,10 +357,13 @@ class ClusterMetadataStore:
         brokers = set()
         users = set()
         quota_paths = set()
+        groups = set()
         for result in results:
             entity = zk.decode_config_change(result[0]) if result else None
             if entity and entity[0] in ("users", "clients"):  # a user's or client's quotas may have changed
                 quota_paths.add(f"{entity[0]}/{entity[1]}")
+            if entity and entity[0] == "groups":
+                groups.add(entity[1])
             if entity and entity[0] == "topics":
                 topics.add(entity[1])
             elif entity and entity[0] == "brokers" and entity[1] in self._broker_entities:
@@ -370,6 +378,7 @@ class ClusterMetadataStore:
                             ", ".join(found.get(user, {})) or "none")
         if quota_paths:
             await self._load_client_quotas(sorted(quota_paths))
+        await self._group_configs.reload(sorted(groups))
         for topic in topics:
             self._configs.pop(topic, None)
         await self.load_configs(sorted(t for t in topics if t in self._topics))
@@ -514,6 +523,16 @@ class ClusterMetadataStore:
             self._scram[user] = creds
         else:
             self._scram.pop(user, None)
+
+    # -- per-group configs (kbroker/metadata/group_configs.py) ----------------------------------------
+    def group_configs(self, group: str) -> dict[str, str]:
+        return self._group_configs.configs(group)
+
+    async def read_group_configs(self, group: str) -> dict[str, str]:
+        return await self._group_configs.read(group)
+
+    async def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        await self._group_configs.set(group, configs)
 
     # -- client quotas -------------------------------------------------------------------------------
     def client_quota_configs(self) -> dict[str, dict[str, str]]:

@@ -13,7 +13,9 @@ server looks them up in memory (`scram_credential`). Client quotas (per entity p
 Kafka's /config: `users/<u>`, `clients/<c>`, `users/<u>/clients/<c>`) are
 `kbroker-client-quotas.json`, and `client_quota_listeners` hear of each change. ACLs (resource
 pattern -> Kafka's entries) are `kbroker-acls.json`, written atomically; the authorizer is told of
-every change through `add_acl_listener`.
+every change through `add_acl_listener`. Per-group configs (KIP-848's GROUP resource, group id ->
+{key: value}) are `kbroker-group-configs.json` (kbroker/metadata/group_configs.py), looked up in
+memory by the group coordinator (`group_configs`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Callable, Protocol, Sequence
 
 from kbroker.log.checkpoint import fsync_dir, write_atomically
+from kbroker.metadata.group_configs import GroupConfigFile
 from kbroker.quota.entities import QUOTA_KEYS
 from kbroker.security.acl import (
     AccessControlEntry,
@@ -163,6 +166,12 @@ class MetadataStore(Protocol):
     def create_acls(self, bindings: Sequence[AclBinding]) -> list[Exception | None]: ...
     def delete_acls(self, filters: Sequence[AclBindingFilter]) -> list[list[AclBinding]]: ...
     def add_acl_listener(self, listener: AclListener) -> None: ...
+    # per-group configs (group id -> {key: value}): the coordinator's lookup in memory; the
+    # describe read and the write (an empty set removes the group's) plain on the single node,
+    # awaitable in a cluster
+    def group_configs(self, group: str) -> dict[str, str]: ...
+    def read_group_configs(self, group: str) -> dict[str, str]: ...
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> None: ...
 
 
 def quota_entries(config: dict[str, str]) -> dict[str, str]:
@@ -315,6 +324,7 @@ class LocalMetadataStore:
         self.acls_path = Path(data_dir) / self.ACLS_FILE_NAME
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = load_acls_file(self.acls_path)
         self._acl_listeners: list[AclListener] = []
+        self._group_configs = GroupConfigFile(data_dir)
         if not self.cluster_id:
             self.cluster_id = _new_cluster_id()
             self._save()
@@ -504,6 +514,17 @@ class LocalMetadataStore:
         self._client_quotas = updated
         for listener in self.client_quota_listeners:
             listener(self.client_quota_configs())
+
+    # -- per-group configs ---------------------------------------------------------------------------
+    def group_configs(self, group: str) -> dict[str, str]:
+        return self._group_configs.configs(group)
+
+    def read_group_configs(self, group: str) -> dict[str, str]:
+        return self._group_configs.configs(group)
+
+    def set_group_configs(self, group: str, configs: dict[str, str]) -> None:
+        """Replace `group`'s configs (on disk before the coordinator uses them)."""
+        self._group_configs.set(group, configs)
 
     # -- ACLs ----------------------------------------------------------------------------------------
     def acls(self) -> list[AclBinding]:

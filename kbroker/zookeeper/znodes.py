@@ -127,6 +127,20 @@ def quota_config_path(entity_path: str) -> str:
     return f"/config/{entity_path}"
 
 
+CONFIG_GROUPS = "/config/groups"  # /config/groups/<sanitized group id>: a group's configs (KIP-848)
+
+
+def group_znode_name(group: str) -> str:
+    """A group id as a znode name: sanitized as user names are, and `.`/`..` (no znode may be
+    called that) spelled %2E."""
+    name = sanitize(group)
+    return name.replace(".", "%2E") if name in (".", "..") else name
+
+
+def group_config_path(group: str) -> str:
+    return f"{CONFIG_GROUPS}/{group_znode_name(group)}"
+
+
 def quota_config_change(entity_path: str) -> bytes:
     """The `/config/changes` notification of a quota entity (Kafka's entity_path is the same path)."""
     entity_type, _, name = entity_path.partition("/")

@@ -1,0 +1,113 @@
+"""Per-group configs (Kafka 4's GroupConfig, KIP-848): `consumer.session.timeout.ms` and
+`consumer.heartbeat.interval.ms` set on a GROUP config resource (DescribeConfigs /
+IncrementalAlterConfigs / AlterConfigs, resource type 32) take the place of the broker's
+`group.consumer.session.timeout.ms` and `group.consumer.heartbeat.interval.ms` for that group.
+
+Pure: the names, Kafka's validation (GroupConfigManager.validate: each value against the broker's
+`group.consumer.min/max.*` bounds, the heartbeat interval below the session timeout, with Kafka's
+INVALID_CONFIG words), the rows DescribeConfigs shows, and the values the coordinator uses. The
+stored strings live beside the metadata (kbroker/metadata/group_configs.py). Share groups'
+`share.*` keys come with share groups. Imports no storage: kbroker.config (which reads log
+settings) is the API's to use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from kbroker.config_defs import ConfigDef, ConfigSource, ConfigType, Range, format_value, parse_value
+from kbroker.errors import InvalidConfigError
+from kbroker.group.types import GroupConfig
+
+CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
+CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
+
+# Kafka's GroupConfig definitions (INT, atLeast(1)), with GroupCoordinatorConfig's docs
+GROUP_CONFIGS: dict[str, ConfigDef] = {
+    CONSUMER_SESSION_TIMEOUT_MS: ConfigDef(
+        CONSUMER_SESSION_TIMEOUT_MS, ConfigType.INT, 45000,
+        "The timeout to detect client failures when using the consumer group protocol.", Range(1)),
+    CONSUMER_HEARTBEAT_INTERVAL_MS: ConfigDef(
+        CONSUMER_HEARTBEAT_INTERVAL_MS, ConfigType.INT, 5000,
+        "The heartbeat interval given to the members of a consumer group.", Range(1)),
+}
+
+_BROKER_KEY = "group.consumer"  # the broker's keys these stand in for: group.consumer.[min.|max.]<key>
+
+
+@dataclass(frozen=True)
+class GroupTimeouts:
+    """What the coordinator uses for one consumer group."""
+
+    heartbeat_interval_ms: int
+    session_timeout_ms: int
+
+
+def defaults(config: GroupConfig) -> dict[str, int]:
+    """The broker's values, what a group without its own has (Kafka's extractConsumerGroupConfigMap)."""
+    return {CONSUMER_SESSION_TIMEOUT_MS: config.consumer_session_timeout_ms,
+            CONSUMER_HEARTBEAT_INTERVAL_MS: config.consumer_heartbeat_interval_ms}
+
+
+def validate(configs: Mapping[str, str], config: GroupConfig) -> dict[str, int]:
+    """Kafka's GroupConfigManager.validate of a group's whole new config set (over the broker's
+    values): unknown names, then each value's type and range, then the bounds, in Kafka's order.
+    Returns the effective values; InvalidConfigError (INVALID_CONFIG) with Kafka's words otherwise."""
+    for name in configs:
+        if name not in GROUP_CONFIGS:
+            raise InvalidConfigError(f"Unknown group config name: {name}")
+    values = defaults(config)
+    for name, definition in GROUP_CONFIGS.items():  # ConfigDef.parse: in definition order
+        if name in configs:
+            values[name] = parse_value(definition, configs[name])
+    heartbeat, session = values[CONSUMER_HEARTBEAT_INTERVAL_MS], values[CONSUMER_SESSION_TIMEOUT_MS]
+    checks = (
+        (heartbeat < config.consumer_min_heartbeat_interval_ms, CONSUMER_HEARTBEAT_INTERVAL_MS,
+         "must be greater than or equal to", f"{_BROKER_KEY}.min.heartbeat.interval.ms"),
+        (heartbeat > config.consumer_max_heartbeat_interval_ms, CONSUMER_HEARTBEAT_INTERVAL_MS,
+         "must be less than or equal to", f"{_BROKER_KEY}.max.heartbeat.interval.ms"),
+        (session < config.consumer_min_session_timeout_ms, CONSUMER_SESSION_TIMEOUT_MS,
+         "must be greater than or equal to", f"{_BROKER_KEY}.min.session.timeout.ms"),
+        (session > config.consumer_max_session_timeout_ms, CONSUMER_SESSION_TIMEOUT_MS,
+         "must be less than or equal to", f"{_BROKER_KEY}.max.session.timeout.ms"),
+        (session <= heartbeat, CONSUMER_SESSION_TIMEOUT_MS, "must be greater than", CONSUMER_HEARTBEAT_INTERVAL_MS),
+    )
+    for failed, key, words, other in checks:
+        if failed:
+            raise InvalidConfigError(f"{key} {words} {other}")
+    return values
+
+
+def _stored(configs: Mapping[str, str], name: str) -> int | None:
+    """A stored value as the group uses it; None when absent or unreadable (a hand-edited file):
+    the broker's value applies then. Stored values are not checked against today's bounds again,
+    as Kafka's GroupConfigManager takes them."""
+    if name not in configs:
+        return None
+    try:
+        return parse_value(GROUP_CONFIGS[name], configs[name])
+    except InvalidConfigError:
+        return None
+
+
+def timeouts(config: GroupConfig, configs: Mapping[str, str] | None) -> GroupTimeouts:
+    """The heartbeat interval and session timeout of a group with these stored configs."""
+    stored = configs or {}
+    heartbeat = _stored(stored, CONSUMER_HEARTBEAT_INTERVAL_MS)
+    session = _stored(stored, CONSUMER_SESSION_TIMEOUT_MS)
+    return GroupTimeouts(config.consumer_heartbeat_interval_ms if heartbeat is None else heartbeat,
+                         config.consumer_session_timeout_ms if session is None else session)
+
+
+def describe(config: GroupConfig, configs: Mapping[str, str]) -> list[tuple[ConfigDef, str | None, ConfigSource]]:
+    """Every group config as DescribeConfigs shows it (Kafka's ConfigHelper.createGroupConfigEntry),
+    by name: (its definition, the value shown, the source) — the group's value (GROUP_CONFIG) or
+    the broker's (DEFAULT_CONFIG); each is its own only synonym, never read-only."""
+    broker = defaults(config)
+    rows = []
+    for name, definition in sorted(GROUP_CONFIGS.items()):
+        value = _stored(configs, name)
+        source = ConfigSource.DEFAULT_CONFIG if value is None else ConfigSource.GROUP_CONFIG
+        rows.append((definition, format_value(broker[name] if value is None else value), source))
+    return rows
