@@ -327,3 +327,30 @@ def check_single_owner(members: Iterable[Member], killed: dict[str, float] | Non
         for b in intervals:
             if a[2] == b[2] and a[3] != b[3] and a[0] < b[1] and b[0] < a[1]:
                 raise AssertionError(f"partition {a[2]} owned by {a[3]} and {b[3]} at once: {a} {b}")
+
+
+class SteadyProducer:
+    """Produces a record every few milliseconds until stopped; what it acknowledged is `acked`."""
+
+    def __init__(self, ck, bootstrap: str, topic: str) -> None:
+        self.producer = ck.Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+        self.topic, self.acked, self._stop = topic, set(), threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        i = 0
+        while not self._stop.is_set():
+            self.producer.produce(self.topic, key=f"steady-{i}".encode(), value=b"v", on_delivery=self._delivered)
+            self.producer.poll(0.005)
+            i += 1
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            self.acked.add((msg.partition(), msg.offset()))
+
+    def stop(self) -> set[tuple[int, int]]:
+        self._stop.set()
+        self.thread.join(10)
+        assert self.producer.flush(30) == 0
+        return set(self.acked)

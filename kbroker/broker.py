@@ -575,6 +575,7 @@ def _group_config(config: BrokerConfig) -> GroupConfig:
         consumer_max_session_timeout_ms=c("group.consumer.max.session.timeout.ms"),
         consumer_max_size=c("group.consumer.max.size"),
         consumer_assignors=assignor_names(c("group.consumer.assignors")),
+        consumer_migration_policy=str(c("group.consumer.migration.policy")).lower(),
     )
 
 

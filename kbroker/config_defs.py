@@ -355,6 +355,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
                   "Smallest group.consumer.session.timeout.ms (and per-group value).", _at_least(1)),
         ConfigDef("group.consumer.max.session.timeout.ms", _I, 60000,
                   "Largest group.consumer.session.timeout.ms (and per-group value).", _at_least(1)),
+        ConfigDef("group.consumer.migration.policy", _S, "bidirectional",
+                  "Online migration between the group protocols: upgrade (a consumer-protocol member joining "
+                  "a classic group converts it), downgrade (the last one leaving converts it back), "
+                  "bidirectional, or disabled.", choices=("disabled", "upgrade", "downgrade", "bidirectional")),
         ConfigDef("group.consumer.max.size", _I, 2147483647, "Most members of one consumer-protocol group.",
                   _at_least(1)),
         ConfigDef("group.consumer.assignors", _LIST, "uniform,range",

@@ -117,13 +117,18 @@ def _described_group(ctx: RequestContext, coordinator, group_id: str, include_op
     for member in state.members.values():
         sub = member.subscription
         target = state.target.get(member.member_id, {})
-        topics |= set(sub.topic_names) | set(member.current.assigned) | set(target)
+        # what the member holds: the partitions it keeps and those it has yet to revoke (Kafka's answer
+        # leaves the latter out; then nothing would show what a member stuck in revoking holds)
+        held = {t: member.current.assigned.get(t, frozenset()) | member.current.pending_revocation.get(t, frozenset())
+                for t in set(member.current.assigned) | set(member.current.pending_revocation)}
+        topics |= set(sub.topic_names) | set(held) | set(target)
         members.append({
             "member_id": member.member_id, "instance_id": sub.instance_id, "rack_id": sub.rack_id,
             "member_epoch": member.epoch, "client_id": sub.client_id, "client_host": sub.client_host,
             "subscribed_topic_names": list(sub.topic_names), "subscribed_topic_regex": sub.topic_regex,
-            "assignment": _described_assignment(ctx, member.current.assigned),
-            "target_assignment": _described_assignment(ctx, target), "member_type": CONSUMER_MEMBER})
+            "assignment": _described_assignment(ctx, held),
+            "target_assignment": _described_assignment(ctx, target),
+            "member_type": CLASSIC_MEMBER if sub.classic is not None else CONSUMER_MEMBER})
     denied = sorted(topics - allowed_topics(ctx, Op.DESCRIBE, topics, log_denied=False))
     if denied:  # Kafka: a group naming topics the principal may not see is refused whole
         return {**empty, "error_code": ErrorCode.topic_authorization_failed,

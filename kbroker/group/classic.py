@@ -57,6 +57,11 @@ class ClassicGroupsMixin:
         def _validate_status(self, group_id: str | None, *, allow_empty_id: bool = False) -> ErrorCode | None: ...
         def partition_for(self, group_id: str) -> int: ...
         def consumer_group_records(self, group_id: str) -> list[tuple[bytes, bytes | None]]: ...
+        def migration_allows(self, direction: str) -> bool: ...
+        def classic_join_to_consumer_group(self, *args) -> None: ...
+        def classic_sync_to_consumer_group(self, *args) -> None: ...
+        def classic_heartbeat_to_consumer_group(self, *args) -> ErrorCode: ...
+        def classic_leave_to_consumer_group(self, *args) -> list: ...
 
     # -- JoinGroup ----------------------------------------------------------------------------------
     def join_group(self, group_id: str, member_id: str, group_instance_id: str | None,
@@ -74,7 +79,12 @@ class ClassicGroupsMixin:
         group = self.groups.get(group_id)
         if group is not None and group.consumer is not None:
             if group.consumer.members:
-                respond(JoinResult(member_id, E.inconsistent_group_protocol))
+                if not self.migration_allows("upgrade"):  # classic members join only a migrating group
+                    respond(JoinResult(member_id, E.inconsistent_group_protocol))
+                    return
+                self.classic_join_to_consumer_group(group, member_id, group_instance_id, require_known_member_id,
+                                                    client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                                                    protocol_type, protocols, respond)
                 return
             error = self._classic_from_empty_consumer_group(group)
             if error is not None:
@@ -368,7 +378,11 @@ class ClassicGroupsMixin:
             respond(SyncResult(E.rebalance_in_progress if error == E.coordinator_load_in_progress else error))
             return
         group = self.groups.get(group_id)
-        if group is None or group.consumer is not None:
+        if group is not None and group.consumer is not None:
+            self.classic_sync_to_consumer_group(group, generation_id, member_id, protocol_type, protocol_name,
+                                                group_instance_id, respond)
+            return
+        if group is None:
             respond(SyncResult(E.unknown_member_id))
             return
         if group.is_(S.DEAD):
@@ -428,7 +442,9 @@ class ClassicGroupsMixin:
         if error is not None:
             return E.none if error == E.coordinator_load_in_progress else error
         group = self.groups.get(group_id)
-        if group is None or group.consumer is not None:
+        if group is not None and group.consumer is not None:
+            return self.classic_heartbeat_to_consumer_group(group, member_id, group_instance_id, generation_id)
+        if group is None:
             return E.unknown_member_id
         if group.is_(S.DEAD):
             return E.coordinator_not_available
@@ -487,7 +503,9 @@ class ClassicGroupsMixin:
         if error is not None:
             return error, []
         group = self.groups.get(group_id)
-        if group is None or group.consumer is not None:
+        if group is not None and group.consumer is not None:
+            return E.none, self.classic_leave_to_consumer_group(group, members)
+        if group is None:
             return E.none, [(mid, iid, E.unknown_member_id) for mid, iid in members]
         if group.is_(S.DEAD):
             return E.coordinator_not_available, []

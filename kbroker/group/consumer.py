@@ -20,7 +20,7 @@ from kbroker.group import assignors
 from kbroker.group import consumer_protocol as cp
 from kbroker.group import consumer_records
 from kbroker.group import dynamic_configs
-from kbroker.group.consumer_state import (STATIC_LEAVE_EPOCH, ConsumerGroupState, GroupEpoch, MemberState,
+from kbroker.group.consumer_state import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, ConsumerGroupState, GroupEpoch, MemberState,
                                           Record, apply)
 from kbroker.group.metadata import GroupMetadata
 from kbroker.group.state import GroupState
@@ -84,6 +84,11 @@ class ConsumerGroupsMixin:
     if TYPE_CHECKING:
         def _validate_status(self, group_id: str | None, *, allow_empty_id: bool = False) -> ErrorCode | None: ...
         def partition_for(self, group_id: str) -> int: ...
+        def can_upgrade(self, group: GroupMetadata) -> bool: ...
+        def upgrade_to_consumer_group(self, group: GroupMetadata) -> None: ...
+        def should_downgrade(self, state: ConsumerGroupState, leaving: str) -> bool: ...
+        def downgrade_to_classic_group(self, group: GroupMetadata, leaving: str) -> None: ...
+        def remove_consumer_member(self, group_id: str, member_id: str) -> None: ...
 
     def consumer_timeouts(self, group_id: str) -> dynamic_configs.GroupTimeouts:
         """The group's heartbeat interval and session timeout: its own configs', else the broker's."""
@@ -113,11 +118,21 @@ class ConsumerGroupsMixin:
             cp.validate(request, group_id, version, self.config.consumer_assignors)
             group = self.groups.get(group_id)
             if group is not None and group.consumer is None and (group.members or not group.is_(GroupState.EMPTY)):
-                raise cp.GroupError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
+                if request.member_epoch != 0 or not self.can_upgrade(group):
+                    raise cp.GroupError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
+                self.upgrade_to_consumer_group(group)
             state = group.consumer if group is not None and group.consumer is not None else ConsumerGroupState(group_id)
+            leaving = self._leaving_member(state, request)
+            if leaving is not None and self.should_downgrade(state, leaving):
+                assert group is not None
+                self.downgrade_to_classic_group(group, leaving)
+                return HeartbeatResult(cp.HeartbeatResponse(request.member_id, request.member_epoch), True)
             decision = cp.heartbeat(state, request, self.consumer_env(group_id))
         except cp.GroupError as exc:
             return failed(exc.code, exc.message)
+        except KafkaError as exc:  # an upgrade or downgrade could not be written
+            return failed(exc.code if exc.code == E.group_id_not_found else append_error(exc, for_commit=False),
+                          str(exc))
         try:
             self._commit_consumer_records(group_id, decision.records)
         except KafkaError as exc:
@@ -125,6 +140,16 @@ class ConsumerGroupsMixin:
         self._consumer_timers(group_id, decision, request)
         assert decision.response is not None
         return HeartbeatResult(decision.response, bool(decision.records))
+
+    @staticmethod
+    def _leaving_member(state: ConsumerGroupState, request: cp.HeartbeatRequest) -> str | None:
+        """The member a leave heartbeat (epoch -1) removes for good, if it is one of the group's."""
+        if request.member_epoch != LEAVE_EPOCH:
+            return None
+        if request.instance_id is not None:
+            mid = state.static_members.get(request.instance_id)
+            return mid if mid == request.member_id else None
+        return request.member_id if request.member_id in state.members else None
 
     def describe_consumer_group(self, group_id: str) -> tuple[ErrorCode, str | None, ConsumerGroupState | None]:
         """(error, message, the group's state) for ConsumerGroupDescribe."""
@@ -175,7 +200,10 @@ class ConsumerGroupsMixin:
         if member is None or member.epoch == STATIC_LEAVE_EPOCH:
             return  # gone, or a static member away: its session timer (not renewed) ends it
         now = self.clock()
-        self.timers.schedule(("chb", group_id, member_id), now + self.consumer_timeouts(group_id).session_timeout_ms,
+        classic = member.subscription.classic
+        session_ms = classic.session_timeout_ms if classic is not None else \
+            self.consumer_timeouts(group_id).session_timeout_ms
+        self.timers.schedule(("chb", group_id, member_id), now + session_ms,
                              lambda: self._consumer_session_expired(group_id, member_id))
         if member.current.state == MemberState.UNREVOKED_PARTITIONS:
             key = ("crb", group_id, member_id)
@@ -194,29 +222,25 @@ class ConsumerGroupsMixin:
         if group is None or group.consumer is None:
             return
         logger.info("member %s of consumer group %s missed its session timeout; fencing it", member_id, group_id)
-        self._apply_fence(group_id, cp.fence(group.consumer, member_id))
+        self._remove_logged(group_id, member_id)
 
     def _consumer_rebalance_expired(self, group_id: str, member_id: str, epoch: int) -> None:
         self._revoking.pop(("crb", group_id, member_id), None)
         group = self.groups.get(group_id)
         if group is None or group.consumer is None:
             return
-        decision = cp.rebalance_expired(group.consumer, member_id, epoch)
-        if decision.records:
+        if cp.rebalance_expired(group.consumer, member_id, epoch).records:
             logger.info("member %s of consumer group %s did not revoke its partitions in time; fencing it",
                         member_id, group_id)
-        self._apply_fence(group_id, decision)
+            self._remove_logged(group_id, member_id)
 
-    def _apply_fence(self, group_id: str, decision: cp.Decision) -> None:
+    def _remove_logged(self, group_id: str, member_id: str) -> None:
         try:
-            self._commit_consumer_records(group_id, decision.records)
+            self.remove_consumer_member(group_id, member_id)
         except KafkaError as exc:
             logger.warning("could not fence a member of consumer group %s: %s", group_id, exc)
             return
-        for member_id in decision.removed:
-            self.timers.cancel(("chb", group_id, member_id))
-            self.timers.cancel(("crb", group_id, member_id))
-            self._revoking.pop(("crb", group_id, member_id), None)
+        self._revoking.pop(("crb", group_id, member_id), None)
 
     # -- loading --------------------------------------------------------------------------------------
     def _restore_consumer_group(self, group: GroupMetadata, state: ConsumerGroupState) -> None:
@@ -227,7 +251,8 @@ class ConsumerGroupsMixin:
         gid = group.group_id
         timeout = self.consumer_timeouts(gid).session_timeout_ms
         for member_id, member in state.members.items():
-            self.timers.schedule(("chb", gid, member_id), now + timeout,
+            classic = member.subscription.classic
+            self.timers.schedule(("chb", gid, member_id), now + (classic.session_timeout_ms if classic else timeout),
                                  lambda mid=member_id: self._consumer_session_expired(gid, mid))
             if member.current.state == MemberState.UNREVOKED_PARTITIONS:
                 key = ("crb", gid, member_id)
@@ -264,6 +289,8 @@ def consumer_commit_error(group: GroupMetadata, member_id: str, member_epoch: in
     member = state.members.get(member_id)
     if member is None:
         return E.unknown_member_id
+    if member.subscription.classic is not None:  # a classic member: its generation is its epoch
+        return E.illegal_generation if member_epoch != member.epoch else None
     if not transactional and api_version < 9:
         return E.unsupported_version
     if member_epoch != member.epoch:

@@ -22,7 +22,7 @@ from kbroker.errors import ErrorCode
 from kbroker.group import assignors as assignor_lib
 from kbroker.group import subscriptions
 from kbroker.group.consumer_reconcile import reconcile
-from kbroker.group.consumer_state import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ConsumerGroupState,
+from kbroker.group.consumer_state import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ClassicMeta, ConsumerGroupState,
                                           CurrentAssignment, GroupEpoch, Member, MemberAssignment, MemberState,
                                           MemberSubscription, Record, Subscription, SubscriptionMetadata,
                                           TargetEpoch, TargetMember, apply)
@@ -63,6 +63,8 @@ class HeartbeatRequest:
     owned: Assignment | None = None
     client_id: str = ""
     client_host: str = ""
+    classic: ClassicMeta | None = None  # a classic member's JoinGroup (the online migration)
+    unknown_member: bool = False  # a classic JoinGroup without a member id (a static member's new incarnation)
 
 
 @dataclass
@@ -147,7 +149,8 @@ def heartbeat(group: ConsumerGroupState, req: HeartbeatRequest, env: GroupEnv) -
         topic_names=tuple(sorted(set(req.topic_names))) if req.topic_names is not None else sub.topic_names,
         topic_regex=(req.topic_regex or None) if req.topic_regex is not None else sub.topic_regex,
         rebalance_timeout_ms=req.rebalance_timeout_ms if req.rebalance_timeout_ms != -1 else sub.rebalance_timeout_ms,
-        server_assignor=req.server_assignor if req.server_assignor is not None else sub.server_assignor)
+        server_assignor=req.server_assignor if req.server_assignor is not None else sub.server_assignor,
+        classic=req.classic)
     bump = not known
     if updated != sub or not known:
         work.add(MemberSubscription(member.member_id, updated))
@@ -172,7 +175,7 @@ def heartbeat(group: ConsumerGroupState, req: HeartbeatRequest, env: GroupEnv) -
                       g.owner_epoch, g.owners, req.owned)
     if after != before:
         work.add(MemberAssignment(member.member_id, after))
-    full = joining or (req.rebalance_timeout_ms != -1 and req.topic_names is not None and req.owned is not None)
+    full = joining or req.classic is not None or (req.rebalance_timeout_ms != -1 and req.topic_names is not None and req.owned is not None)
     changed = after.assigned != before.assigned or after.member_epoch != before.member_epoch
     response = HeartbeatResponse(member.member_id, after.member_epoch, env.heartbeat_interval_ms,
                                  after.assigned if full or changed else None)
@@ -201,6 +204,8 @@ def _member_for(work: "_Scratch", req: HeartbeatRequest) -> Member:
     """The member the heartbeat is from: existing, new, restarted (epoch 0 with a known id), or a
     static member's new incarnation taking over its instance's assignment."""
     group = work.group
+    if req.classic is not None:
+        return _classic_member_for(work, req)
     if req.instance_id is not None:
         existing_id = group.static_members.get(req.instance_id)
         existing = group.members.get(existing_id) if existing_id is not None else None
@@ -231,6 +236,22 @@ def _member_for(work: "_Scratch", req: HeartbeatRequest) -> Member:
         return _restart(work, member)
     _check_epoch(member, req)
     return member
+
+
+def _classic_member_for(work: "_Scratch", req: HeartbeatRequest) -> Member:
+    """A classic member's JoinGroup to a consumer group (Kafka's getOrMaybeSubscribe*Member with
+    useClassicProtocol): no member epochs to check; a static member joining without a member id
+    takes over its instance's assignment."""
+    group = work.group
+    if req.instance_id is not None:
+        existing_id = group.static_members.get(req.instance_id)
+        if existing_id is not None and existing_id != req.member_id:
+            if not req.unknown_member:
+                raise GroupError(E.fenced_instance_id, f"Static member {req.member_id} with instance id "
+                                 f"{req.instance_id} was fenced by member {existing_id}.")
+            return _replace_static(work, group.members[existing_id], req.member_id)
+    member = group.members.get(req.member_id)
+    return member if member is not None else Member(req.member_id)
 
 
 def _restart(work: "_Scratch", member: Member) -> Member:

@@ -13,11 +13,11 @@ from __future__ import annotations
 import uuid
 from typing import Callable
 
-from kbroker.group.consumer_state import (Assignment, CurrentAssignment, GroupEpoch, MemberAssignment,
+from kbroker.group.consumer_state import (Assignment, ClassicMeta, CurrentAssignment, GroupEpoch, MemberAssignment,
                                           MemberState, MemberSubscription, Record, Subscription,
                                           SubscriptionMetadata, TargetEpoch, TargetMember)
 from kbroker.wire.internal_records import required_string, short_string
-from kbroker.wire.primitives import I8, I16, I32, DecodeError, Reader, length, string
+from kbroker.wire.primitives import I8, I16, I32, DecodeError, Reader, length, string, tagged_field
 
 KEY_TYPES = range(3, 9)
 MAX_ARRAY = 1 << 20
@@ -52,12 +52,21 @@ def _partitions(assignment: Assignment, ids: TopicIds) -> bytes:
     return _array(items)
 
 
+def _classic(meta: ClassicMeta) -> bytes:
+    """ClassicMemberMetadata, the tagged field 0 of the member's value."""
+    protocols = [string(name, True) + length(len(data), True) + bytes(data) + b"\x00" for name, data in meta.protocols]
+    return I32.pack(meta.session_timeout_ms) + _array(protocols) + b"\x00"
+
+
 def _subscription(sub: Subscription) -> bytes:
+    tags = b"\x00"
+    if sub.classic is not None:
+        tags = tagged_field(0, _classic(sub.classic))
     return b"".join((
         I16.pack(0), string(sub.instance_id, True), string(sub.rack_id, True), string(sub.client_id, True),
         string(sub.client_host, True), _array([string(t, True) for t in sub.topic_names]),
         string(sub.topic_regex, True), I32.pack(sub.rebalance_timeout_ms), string(sub.server_assignor, True),
-        b"\x00"))
+        tags))
 
 
 def encode(group_id: str, record: Record, ids: TopicIds) -> tuple[bytes, bytes | None]:
@@ -137,6 +146,27 @@ def _read_partitions(r: Reader, names: TopicNames) -> Assignment:
     return out
 
 
+def _read_classic_tag(r: Reader) -> ClassicMeta | None:
+    """The member value's tagged fields: tag 0 is ClassicMemberMetadata; others are skipped."""
+    meta = None
+    for _ in range(r.uvarint()):
+        tag, size = r.uvarint(), r.uvarint()
+        end = r.pos + size
+        r.need(size)
+        if tag == 0:
+            sub = Reader(r.view[r.pos:end], 0, True)
+            timeout = sub.i32()
+            protocols = []
+            for _ in range(_count(sub)):
+                name = required_string(sub)
+                data = sub.bytes_view()
+                sub.skip_tags()
+                protocols.append((name, bytes(data or b"")))
+            meta = ClassicMeta(timeout, tuple(protocols))
+        r.pos = end
+    return meta
+
+
 def decode(key: tuple[int, str, str | None], value: bytes | memoryview | None, names: TopicNames,
            ) -> Record | None:
     """The record of a decoded key and its value (None: a tombstone), or None for one kbroker keeps
@@ -171,7 +201,8 @@ def decode(key: tuple[int, str, str | None], value: bytes | memoryview | None, n
         sub = Subscription(instance_id=r.string(True), rack_id=r.string(True), client_id=required_string(r),
                            client_host=required_string(r),
                            topic_names=tuple(required_string(r) for _ in range(_count(r))),
-                           topic_regex=r.string(True), rebalance_timeout_ms=r.i32(), server_assignor=r.string(True))
+                           topic_regex=r.string(True), rebalance_timeout_ms=r.i32(), server_assignor=r.string(True),
+                           classic=_read_classic_tag(r))
         return MemberSubscription(member_id or "", sub)
     if version == 6:
         return TargetEpoch(r.i32())

@@ -32,6 +32,14 @@ class MemberState(enum.IntEnum):
 
 
 @dataclass(frozen=True)
+class ClassicMeta:
+    """A classic-protocol member of a consumer group (the online migration): its JoinGroup's session
+    timeout and protocols (Kafka's ClassicMemberMetadata)."""
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
+@dataclass(frozen=True)
 class Subscription:
     """What a member told the coordinator about itself (Kafka's ConsumerGroupMemberMetadataValue)."""
     instance_id: str | None = None
@@ -42,6 +50,7 @@ class Subscription:
     topic_regex: str | None = None
     rebalance_timeout_ms: int = -1
     server_assignor: str | None = None
+    classic: ClassicMeta | None = None  # set for a member that speaks the classic protocol
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import Callable
 from kbroker.errors import ErrorCode, KafkaError
 from kbroker.group import offsets_format as fmt
 from kbroker.group.classic import ClassicGroupsMixin, answer_parked_not_coordinator
+from kbroker.group.consumer_classic import ClassicMembersMixin
 from kbroker.group.consumer import ConsumerGroupsMixin, NoTopics, TopicSource, consumer_commit_error
 from kbroker.group.metadata import GroupMetadata, OffsetAndMetadata
 from kbroker.group.offsets_replay import OffsetsReplay
@@ -46,7 +47,7 @@ S = GroupState
 E = ErrorCode
 
 
-class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, TxnOffsetsMixin):
+class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, ClassicMembersMixin, TxnOffsetsMixin):
     def __init__(self, config: GroupConfig, log: OffsetsLog, clock: Callable[[], int]) -> None:
         self.config = config
         self.log = log

@@ -51,6 +51,7 @@ class GroupConfig:
     consumer_max_session_timeout_ms: int = 60000
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
+    consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
 
 
 @dataclass
