@@ -19,6 +19,7 @@ from collections.abc import Iterable, MutableMapping
 from typing import TypeVar
 
 from kbroker.errors import ErrorCode
+from kbroker.group.consumer import consumer_commit_error
 from kbroker.group.metadata import GroupMetadata, OffsetAndMetadata
 from kbroker.group.state import GroupState
 
@@ -74,6 +75,9 @@ class TxnOffsetsMixin:
         request names one (member id, instance id or a generation)."""
         if group.is_(GroupState.DEAD):
             return E.coordinator_not_available
+        if group.consumer is not None:  # a consumer-protocol group: its member at its epoch
+            error = consumer_commit_error(group, member_id, generation_id, 9, transactional=True)
+            return E.illegal_generation if error == E.stale_member_epoch else error
         if generation_id < 0 and group.is_(GroupState.EMPTY):
             return None
         if generation_id >= 0 or member_id or group_instance_id is not None:

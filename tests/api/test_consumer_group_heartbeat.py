@@ -98,11 +98,11 @@ def test_join_share_commit_and_fence(broker, tmp_path):
     assert [(g.group_id, g.group_type, g.group_state) for g in listed.groups] == [("g", "consumer", "Stable")]
     assert ask(broker, LIST_GROUPS, 5, {"states_filter": [], "types_filter": ["classic"]}).groups == ()
 
-    # a classic JoinGroup for this consumer group is refused
+    # a classic member may join this consumer group (the online migration): first a member id
     join = ask(broker, JOIN_GROUP, 9, {"group_id": "g", "session_timeout": 10000, "rebalance_timeout": 10000,
                                        "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
                                        "protocols": [{"name": "range", "metadata": b""}], "reason": None})
-    assert join.error_code == E.inconsistent_group_protocol
+    assert join.error_code == E.member_id_required
 
     # leaving frees the partitions for the other member
     r = beat(broker, "m2", -1)
@@ -150,7 +150,7 @@ def test_bad_heartbeats(broker, fields, code):
     assert r.assignment is None
 
 
-def test_a_classic_group_with_members_is_not_a_consumer_group(broker):
+def test_a_classic_group_with_an_unreadable_subscription_is_not_upgraded(broker):
     done = []
     broker.group_coordinator.join_group("g", "", None, False, "c", "/h", 10000, 10000, "consumer",
                                         [("range", b"")], done.append)
@@ -204,3 +204,39 @@ def test_consumer_group_describe_of_a_classic_group(broker):
     described = ask(broker, DESCRIBE, 1, {"group_ids": ["classic"], "include_authorized_operations": False})
     assert described.groups[0].error_code == E.group_id_not_found
     assert "not a consumer group" in described.groups[0].error_message
+
+
+def test_transactional_offset_commit_from_a_consumer_protocol_member(broker):
+    beat(broker, "m1", 0)
+
+    def txn_commit(member_id, epoch, version=4):
+        body = ask(broker, 28, version, {
+            "transactional_id": "tx", "group_id": "g", "producer_id": 4000, "producer_epoch": 0,
+            "generation_id": epoch, "member_id": member_id, "group_instance_id": None,
+            "topics": [{"name": "t", "partitions": [{"partition_index": 0, "committed_offset": 3,
+                                                      "committed_leader_epoch": -1, "committed_metadata": ""}]}]})
+        return body.topics[0].partitions[0].error_code
+
+    assert txn_commit("m1", 1) == E.none
+    assert txn_commit("m1", 0) == E.illegal_generation  # Kafka maps STALE_MEMBER_EPOCH here
+    assert txn_commit("zz", 1) == E.unknown_member_id
+    assert txn_commit("", -1) == E.unknown_member_id  # the group has members
+
+
+def test_without_migration_the_protocols_refuse_each_other(tmp_path):
+    b = start(tmp_path, **{"group.consumer.migration.policy": "disabled"})
+    try:
+        trio.run(functools.partial(b.create_topic, "t", num_partitions=2))
+        assert beat(b, "m1", 0).error_code == E.none
+        join = ask(b, JOIN_GROUP, 9, {"group_id": "g", "session_timeout": 10000, "rebalance_timeout": 10000,
+                                      "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+                                      "protocols": [{"name": "range", "metadata": b""}], "reason": None})
+        assert join.error_code == E.inconsistent_group_protocol
+        b.group_coordinator.join_group("c", "", None, False, "c", "/h", 10000, 10000, "consumer",
+                                       [("range", b"")], lambda _r: None)
+        r = ask(b, HEARTBEAT, 1, {"group_id": "c", "member_id": "m9", "member_epoch": 0, "instance_id": None,
+                                  "rack_id": None, "rebalance_timeout": 1000, "subscribed_topic_names": ["t"],
+                                  "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []})
+        assert r.error_code == E.group_id_not_found
+    finally:
+        b.shutdown()
