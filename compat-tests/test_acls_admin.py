@@ -386,13 +386,15 @@ def acl_cluster(kt, tmp_path_factory):
     ck.stop_cluster(c)
 
 
-def _seen_by_each_broker(cluster, name: str) -> dict[int, set[tuple]]:
+def _seen_by_each_broker(cluster, name: str, running_only: bool = False) -> dict[int, set[tuple]]:
     from kbroker.admin.acls import describe_acls
     from kbroker.admin.client import AdminClient
     from kbroker.security.acl import AccessControlEntryFilter, AclBindingFilter, ResourcePatternFilter
 
     out = {}
     for broker_id, broker in cluster.brokers.items():
+        if running_only and not broker.running:
+            continue
         with AdminClient(broker.address, timeout=10) as admin:  # DescribeAcls answers from that broker's copy
             found = describe_acls(admin, AclBindingFilter(ResourcePatternFilter(name=name), AccessControlEntryFilter()))
         out[broker_id] = {(b.pattern.resource_type.name, b.pattern.pattern_type.name, b.entry.principal,
@@ -451,3 +453,22 @@ def test_cluster_every_broker_enforces_a_change_within_a_second_and_zookeeper_ho
     broker.stop()
     broker.start()
     assert _seen_by_each_broker(acl_cluster, topic)[1] == {("GROUP", "LITERAL", "User:bob", "READ")}
+
+    # the controller is SIGKILLed: the ACLs stay enforced by the others, a change made meanwhile
+    # reaches every live broker within a second, and the old controller has the whole set when back
+    controller = ck.controller_id(acl_cluster)
+    acl_cluster.brokers[controller].kill()
+    survivor = next(b for i, b in acl_cluster.brokers.items() if i != controller)
+    ck.wait_for(lambda: ck.controller_id(acl_cluster, via=next(i for i in acl_cluster.brokers if i != controller))
+                not in (controller, -1), 30, "a new controller")
+    added = subprocess.run(cli + [survivor.address, "--add", "--allow-principal", "User:carol", "--operation",
+                                  "Write", "--topic", topic], capture_output=True, text=True, timeout=60)
+    assert added.returncode == 0, added.stderr
+    both = {("GROUP", "LITERAL", "User:bob", "READ"), ("TOPIC", "LITERAL", "User:carol", "WRITE")}
+    started = time.monotonic()
+    ck.wait_for(lambda: all(v == both for v in _seen_by_each_broker(acl_cluster, topic, True).values()), 5,
+                "every live broker to hold the ACL added after the controller died")
+    assert time.monotonic() - started < 1.5
+    acl_cluster.brokers[controller].start()
+    ck.wait_for(lambda: _seen_by_each_broker(acl_cluster, topic)[controller] == both, 30,
+                "the restarted controller to load every ACL")
