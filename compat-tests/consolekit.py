@@ -137,6 +137,18 @@ def produce_orders(bootstrap: str, topic: str, replication_factor: int = 1) -> N
     assert producer.flush(30) == 0, "orders not all delivered"
 
 
+def produce_slowly(bootstrap: str, topic: str, count: int, interval_s: float) -> None:
+    """`count` small JSON records, one every `interval_s` seconds (traffic a sampler can see)."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+    for i in range(count):
+        producer.produce(topic, key=f"tick-{i}", value=json.dumps({"tick": i}))
+        producer.flush(10)
+        time.sleep(interval_s)
+    assert producer.flush(30) == 0, "ticks not all delivered"
+
+
 def consume(bootstrap: str, topic: str, group: str, count: int, timeout_s: float = 30) -> int:
     """Consume `count` records as `group`, commit, and leave the group."""
     from confluent_kafka import Consumer

@@ -1,13 +1,17 @@
 """The web console in a real browser: headless Chromium (Debian's, driven by Selenium) opens
 `kbroker console` against a real broker and checks what a user sees — the topic list, messages
 browsed with JSON values and headers (and untrusted markup shown as text), a group's lag changing
-on the page by itself after a consumer reads, a topic created through the form and its
-confirmation — then, against a three-broker cluster with RF 3, each partition's leader, replicas
-and ISR as the brokers' Metadata gives them. Every page visited is saved as a screenshot under
-KBROKER_TEST_ARTIFACTS (default: pytest's temporary directory).
+on the page by itself after a consumer reads, the charts the console draws from its own samples
+(a topic's messages/s, a group's lag), a consumer-protocol (KIP-848) group's epochs and
+assignments, a topic created through the form and its confirmation — then, against a three-broker
+cluster with RF 3, each partition's leader, replicas and ISR as the brokers' Metadata gives them.
+Every page visited is saved as a screenshot under KBROKER_TEST_ARTIFACTS (default: pytest's
+temporary directory).
 """
 
 from __future__ import annotations
+
+import time
 
 import pytest
 
@@ -116,6 +120,92 @@ def test_group_lag_changes_after_consuming(driver, console, kbroker, artifacts):
     row = wait(driver, lambda d: css(d, f'tr[data-group="{GROUP}"]'), "the group in the list")[0]
     assert row.find_element("css selector", "td.lag").text == "0"
     consolekit.screenshot(driver, artifacts, "groups")
+
+
+def chart_on_page(driver, ident: str) -> dict | None:
+    """The chart `ident` as the page shows it now (read in one script, so a live swap cannot leave
+    half of it stale): its SVG's aria-label, the latest value beside it, its sample count, the
+    lines drawn and the page's total-lag card; None while it has no SVG."""
+    return driver.execute_script("""
+        const f = document.getElementById(arguments[0]);
+        const svg = f && f.querySelector('svg'), latest = f && f.querySelector('.latest .value');
+        const lag = document.getElementById('total-lag');
+        return svg && latest ? {label: svg.getAttribute('aria-label'), latest: latest.textContent,
+                                samples: Number(f.dataset.samples), lines: f.querySelectorAll('path.line').length,
+                                viewbox: svg.getAttribute('viewBox'), lag: lag ? lag.textContent : null} : null;
+    """, ident)
+
+
+def highest(label: str) -> float:
+    return float(label.rsplit("highest ", 1)[1].split(",")[0].rstrip("kMG"))
+
+
+def test_charts_draw_messages_per_second_and_lag(driver, console, kbroker, artifacts):
+    """The console samples every second (--refresh 1): after a producer wrote for a couple of
+    seconds, the topic page charts its messages/s as an SVG with the latest value beside it; the
+    group page charts the group's lag, its latest value the page's total lag; the groups list has
+    a sparkline per group."""
+    consolekit.produce_slowly(kbroker.bootstrap, TOPIC, 8, 0.25)
+    driver.get(console.url + f"/topics/{TOPIC}")
+    chart = wait(driver, lambda d: (c := chart_on_page(d, "rate-chart")) and c["samples"] >= 2
+                 and highest(c["label"]) > 0 and c, "a messages/s chart with the traffic in it")
+    assert chart["label"].startswith(f"Messages/s into topic {TOPIC}, last ") and chart["lines"] >= 1
+    assert f": now {chart['latest']} msg/s" in chart["label"] and chart["viewbox"] == "0 0 640 180"
+    consolekit.screenshot(driver, artifacts, "topic-chart")
+
+    driver.get(console.url + f"/groups/{GROUP}")
+    chart = wait(driver, lambda d: (c := chart_on_page(d, "lag-chart")) and c["samples"] >= 2
+                 and c["latest"] == c["lag"] and c, "a lag chart ending at the group's total lag")
+    assert chart["label"].startswith(f"Lag of group {GROUP}, last ")
+    assert f"now {chart['lag']} messages" in chart["label"]
+    assert css(driver, "#group-type")[0].text == "classic"
+    consolekit.screenshot(driver, artifacts, "group-chart")
+
+    driver.get(console.url + "/groups")
+    wait(driver, lambda d: css(d, f'tr[data-group="{GROUP}"] td.trend svg[role="img"]'), "the group's sparkline")
+    consolekit.screenshot(driver, artifacts, "groups-sparklines")
+
+
+def test_consumer_protocol_group_page(driver, console, kbroker, artifacts):
+    """A KIP-848 group (librdkafka, group.protocol=consumer) that read and committed: its page says
+    so, with its epochs and the member's current and target assignment, and charts its lag."""
+    from confluent_kafka import Consumer
+
+    group = "billing-848"
+    consumer = Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": group, "group.protocol": "consumer",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([TOPIC])
+    try:
+        got, deadline = 0, time.monotonic() + WAIT_S
+        while got < 5 and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and msg.error() is None:
+                got += 1
+                consumer.commit(msg, asynchronous=False)
+        assert got == 5
+        driver.get(console.url + f"/groups/{group}")
+
+        def member_row(d):
+            rows = css(d, "#consumer-members tr[data-member]")
+            return len(rows) == 1 and "reconciling" not in (rows[0].get_attribute("class") or "") and rows[0]
+
+        row = wait(driver, member_row, "the member holding its whole target")
+        assert row.find_element("css selector", "td.current").text == f"{TOPIC} [0, 1, 2]"
+        assert row.find_element("css selector", "td.target").text == f"{TOPIC} [0, 1, 2]"
+        assert row.find_element("css selector", "td.revoking").text == "—"
+        assert css(driver, "#group-type")[0].text == "consumer" and css(driver, "#state")[0].text == "Stable"
+        epoch = int(css(driver, "#group-epoch")[0].text)
+        assert epoch >= 1 and int(css(driver, "#assignment-epoch")[0].text) == epoch
+        assert int(row.find_element("css selector", "td.epoch").text) == epoch
+        chart = wait(driver, lambda d: (c := chart_on_page(d, "lag-chart")) and c["samples"] >= 2
+                     and c["latest"] == c["lag"] and c, "the group's lag chart")
+        assert int(chart["lag"]) > 0
+        consolekit.screenshot(driver, artifacts, "group-consumer-protocol")
+        driver.get(console.url + "/groups")
+        listed = wait(driver, lambda d: css(d, f'tr[data-group="{group}"] td.type'), "the group in the list")[0]
+        assert listed.text == "consumer"
+    finally:
+        consumer.close()
 
 
 def test_create_topic_through_the_ui(driver, console, kbroker, artifacts):

@@ -136,7 +136,8 @@ def test_active_group_list_describe_and_refused_reset(kbroker, kt, topic):
         commit(kt, consumer, name, {0: 4, 1: 6})  # partition 2: nothing committed
 
         listed = {g["group_id"]: g for g in groups_json(kbroker, "list")}
-        assert listed[group] == {"group_id": group, "state": "Stable", "protocol_type": "consumer"}
+        assert listed[group] == {"group_id": group, "group_type": "classic", "state": "Stable",
+                                 "protocol_type": "consumer"}
         assert group in {g["group_id"] for g in groups_json(kbroker, "list", "--state", "stable")}
         assert group not in {g["group_id"] for g in groups_json(kbroker, "list", "--state", "Empty,Dead")}
 

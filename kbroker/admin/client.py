@@ -129,6 +129,7 @@ class GroupListing(NamedTuple):
     group_id: str
     state: str | None  # None: ListGroups older than v4 and not described
     protocol_type: str
+    group_type: str = "classic"  # ListGroups v5: "consumer" for KIP-848 groups; before v5 only classic ones
 
 
 class Member(NamedTuple):
@@ -554,8 +555,8 @@ class AdminClient:
             body = conn.call(LIST_GROUPS, {"states_filter": sorted(wanted or ()), "types_filter": []}, version)
             if body.error_code != ErrorCode.none:
                 raise KafkaErrorResponse(body.error_code, f"ListGroups from {conn.address}")
-            listed = [GroupListing(g.group_id, getattr(g, "group_state", None), g.protocol_type)
-                      for g in body.groups]
+            listed = [GroupListing(g.group_id, getattr(g, "group_state", None), g.protocol_type,
+                                   getattr(g, "group_type", None) or "classic") for g in body.groups]
             if version < 4 and listed:
                 states_of = {d.group_id: d.state for d in self._describe_at(conn, [g.group_id for g in listed], broker)}
                 listed = [g._replace(state=states_of.get(g.group_id)) for g in listed]

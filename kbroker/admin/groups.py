@@ -7,7 +7,8 @@
 
 Every command takes --bootstrap-server, --timeout and --output table|json. This module owns the
 arguments, the assembly of what the client fetched into rows (pure functions, tested without a
-broker) and the output; `client` owns the wire, `reset` the offset arithmetic.
+broker) and the output; `client` owns the wire, `consumer_groups` ConsumerGroupDescribe (the
+KIP-848 groups' epochs and target assignments), `reset` the offset arithmetic.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import json
 import sys
 from typing import Any, Iterable, Mapping, NamedTuple, Sequence
 
-from kbroker.admin.client import (DEFAULT_TIMEOUT_S, EARLIEST, LATEST, AdminClient, AdminError,
+from kbroker.admin.client import (DEFAULT_TIMEOUT_S, EARLIEST, LATEST, AdminClient, AdminError, Broker,
                                   GroupDescription, KafkaErrorResponse, TopicPartition)
+from kbroker.admin.consumer_groups import (MEMBER_HEADERS, STATE_HEADERS, ConsumerGroupDescription,
+                                           describe_consumer_group, member_json, member_rows, state_row)
 from kbroker.admin.consumer_protocol import ConsumerProtocolError, decode_assignment, decode_subscription
 from kbroker.admin.reset import PlanError, PlannedOffset, ResetSpec, parse_datetime_ms, parse_topic_spec, plan_reset
 from kbroker.admin.security import add_command_config_argument, security_of
@@ -48,12 +51,13 @@ def add_groups_command(sub: Any) -> None:
                                            "(what kafka-consumer-groups.sh does)")
     gsub = groups.add_subparsers(dest="groups_command", required=True)
 
-    lst = gsub.add_parser("list", parents=[common], help="groups with their state and protocol type")
+    lst = gsub.add_parser("list", parents=[common], help="groups with their type, state and protocol type")
     lst.add_argument("--state", action="append", default=None, metavar="STATE",
                      help=f"only groups in this state (repeatable or comma-separated): {', '.join(STATES)}")
 
     desc = gsub.add_parser("describe", parents=[common],
-                           help="offsets, lag, members and state of a group")
+                           help="offsets, lag, members and state of a group (epochs and target "
+                                "assignments of a consumer-protocol group)")
     desc.add_argument("group")
 
     reset = gsub.add_parser("reset-offsets", parents=[common],
@@ -129,9 +133,10 @@ def parse_states(values: Iterable[str] | None) -> list[str] | None:
 
 def _list(client: AdminClient, args: argparse.Namespace) -> int:
     groups = client.list_groups(parse_states(args.state))
-    data = [{"group_id": g.group_id, "state": g.state, "protocol_type": g.protocol_type} for g in groups]
-    _emit(args, data, format_table(("GROUP", "STATE", "PROTOCOL-TYPE"),
-                                   [(g.group_id, g.state, g.protocol_type) for g in groups]))
+    data = [{"group_id": g.group_id, "group_type": g.group_type, "state": g.state, "protocol_type": g.protocol_type}
+            for g in groups]
+    _emit(args, data, format_table(("GROUP", "TYPE", "STATE", "PROTOCOL-TYPE"),
+                                   [(g.group_id, g.group_type, g.state, g.protocol_type) for g in groups]))
     return 0
 
 
@@ -199,18 +204,27 @@ def offset_rows(members: Sequence[MemberView], committed: Mapping[TopicPartition
 
 
 def describe_data(desc: GroupDescription, members: Sequence[MemberView], rows: Sequence[OffsetRow]) -> dict:
+    """`--output json` of a classic group: the consumer-protocol keys are there, null."""
     return {
         "group": desc.group_id,
+        "group_type": "classic",
         "state": desc.state,
         "protocol_type": desc.protocol_type,
         "assignment_strategy": desc.protocol,
-        "coordinator": {"id": desc.coordinator.node_id, "host": desc.coordinator.host, "port": desc.coordinator.port},
+        "group_epoch": None,
+        "assignment_epoch": None,
+        "coordinator": _coordinator_json(desc.coordinator),
         "members": [{"consumer_id": m.consumer_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
-                     "host": m.host, "subscribed_topics": list(m.subscribed_topics),
+                     "host": m.host, "rack": None, "member_epoch": None, "subscribed_topics": list(m.subscribed_topics),
+                     "subscribed_topic_regex": None,
                      "assignment": [{"topic": t, "partitions": list(ps)} for t, ps in m.assignment],
-                     "error": m.error} for m in members],
+                     "target_assignment": None, "pending_revocation": None, "error": m.error} for m in members],
         "offsets": [r._asdict() for r in rows],
     }
+
+
+def _coordinator_json(c: Broker) -> dict:
+    return {"id": c.node_id, "host": c.host, "port": c.port}
 
 
 def describe_text(desc: GroupDescription, members: Sequence[MemberView], rows: Sequence[OffsetRow]) -> str:
@@ -219,8 +233,8 @@ def describe_text(desc: GroupDescription, members: Sequence[MemberView], rows: S
         parts.append(f"Consumer group '{desc.group_id}' has no active members.\n")
     parts.append(format_table(OFFSET_HEADERS, [(desc.group_id, *r) for r in rows]))
     c = desc.coordinator
-    parts.append("\n" + format_table(("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
-                                     [(desc.group_id, f"{c.host}:{c.port} ({c.node_id})", desc.protocol,
+    parts.append("\n" + format_table(("GROUP", "TYPE", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+                                     [(desc.group_id, "classic", f"{c.host}:{c.port} ({c.node_id})", desc.protocol,
                                        desc.state, len(members))]))
     if members:
         def assignment(m: MemberView) -> str:
@@ -242,12 +256,59 @@ def describe_group_offsets(client: AdminClient, group: str
     if desc.state == "Dead" and not desc.members and not committed:
         raise AdminError(f"consumer group '{group}' does not exist")
     members = member_views(desc)
+    return desc, members, _offset_rows_with_lag(client, members, committed)
+
+
+def _offset_rows_with_lag(client: AdminClient, members: Sequence[MemberView],
+                          committed: Mapping[TopicPartition, int]) -> list[OffsetRow]:
     assigned = {(t, p) for m in members for t, ps in m.assignment for p in ps}
     log_end = client.list_offsets(assigned | set(committed), LATEST, strict=False)
-    return desc, members, offset_rows(members, committed, log_end)
+    return offset_rows(members, committed, log_end)
+
+
+# -- describe: consumer-protocol groups (KIP-848) ------------------------------------------------------
+
+def consumer_member_views(desc: ConsumerGroupDescription) -> list[MemberView]:
+    """The members as the offsets table wants them: each with what it holds now."""
+    return [MemberView(m.member_id, m.instance_id, m.client_id, m.client_host, m.assignment,
+                       m.subscribed_topic_names, None) for m in desc.members]
+
+
+def consumer_describe_data(desc: ConsumerGroupDescription, rows: Sequence[OffsetRow]) -> dict:
+    return {
+        "group": desc.group_id,
+        "group_type": "consumer",
+        "state": desc.state,
+        "protocol_type": CONSUMER_PROTOCOL,
+        "assignment_strategy": desc.assignor,
+        "group_epoch": desc.group_epoch,
+        "assignment_epoch": desc.assignment_epoch,
+        "coordinator": _coordinator_json(desc.coordinator),
+        "members": [member_json(m) for m in desc.members],
+        "offsets": [r._asdict() for r in rows],
+    }
+
+
+def consumer_describe_text(desc: ConsumerGroupDescription, rows: Sequence[OffsetRow]) -> str:
+    """The offsets table (as for classic groups), the group's state with its epochs, and each
+    member's current and target assignment and what it still has to give up."""
+    parts = []
+    if not desc.members:
+        parts.append(f"Consumer group '{desc.group_id}' has no active members.\n")
+    parts.append(format_table(OFFSET_HEADERS, [(desc.group_id, *r) for r in rows]))
+    parts.append("\n" + format_table(STATE_HEADERS, [state_row(desc)]))
+    if desc.members:
+        parts.append("\n" + format_table(MEMBER_HEADERS, member_rows(desc)))
+    return "\n".join(parts)
 
 
 def _describe(client: AdminClient, args: argparse.Namespace) -> int:
+    consumer = describe_consumer_group(client, args.group)
+    if consumer is not None:
+        members = consumer_member_views(consumer)
+        rows = _offset_rows_with_lag(client, members, client.committed_offsets(args.group))
+        _emit(args, consumer_describe_data(consumer, rows), consumer_describe_text(consumer, rows))
+        return 0
     desc, members, rows = describe_group_offsets(client, args.group)
     for m in members:
         if m.error:
@@ -287,10 +348,11 @@ def plan_group_reset(client: AdminClient, group: str, spec: ResetSpec, topic_spe
     """The new offsets a reset would commit, with Kafka's warnings (clamping); `topic_specs`
     are `T` or `T:P,P...` (None: every partition the group has committed). Refused while the
     group has members."""
-    desc = client.describe_group(group)
-    if desc.state not in RESETTABLE_STATES:
+    consumer = describe_consumer_group(client, group)  # DescribeGroups answers a consumer group Dead
+    state = consumer.state if consumer is not None else client.describe_group(group).state
+    if state not in RESETTABLE_STATES:
         raise AdminError(f"assignments can only be reset if the group '{group}' is inactive, "
-                         f"but the current state is {desc.state}")
+                         f"but the current state is {state}")
     committed = client.committed_offsets(group)
     partitions = _partitions_to_reset(client, topic_specs, committed)
     if not partitions:

@@ -14,6 +14,11 @@ a refusal naming the principal, the action, the resource and the missing operati
 HTTP 403 for a change (nothing changed) or a page, in place in a live fragment. Forms the
 principal may not use are not offered (access.py asks the authorized operations); the broker still
 judges each request. `/acls` is the Access page (DescribeAcls).
+
+Charts (inline SVG drawn by charts.py) show what the sampler (samples.py) recorded: a group's
+lag on its page and in the groups list, a topic's messages/s on its page. The sampler runs in the
+application's lifespan with the console's own backend, one round every --refresh seconds (at
+least 1); with --login there is no such backend, and no charts.
 """
 
 from __future__ import annotations
@@ -26,7 +31,9 @@ from pathlib import Path
 from typing import Any, AsyncIterator, Callable
 from urllib.parse import quote, urlencode
 
+import anyio
 import jinja2
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
@@ -38,10 +45,11 @@ from starlette.templating import Jinja2Templates
 
 from kbroker.admin.client import AdminClient, AdminError, KafkaErrorResponse
 from kbroker.admin.reset import STRATEGIES, PlanError, ResetSpec
-from kbroker.console import browse, refusals
+from kbroker.console import browse, charts, refusals
 from kbroker.console.backend import ConsoleBackend
 from kbroker.console.forms import read_form
 from kbroker.console.login import LoginGate, LoginRoutes, session_of
+from kbroker.console.samples import SampleStore, run_sampler, sample_period
 from kbroker.console.sessions import SessionStore
 
 HERE = Path(__file__).resolve().parent
@@ -68,12 +76,56 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+class Charts:
+    """The charts a template asks for, drawn from the sample store (None: --login, nothing sampled)."""
+
+    NOT_SAMPLED = Markup('<p class="muted chart-off">No charts with --login: the console samples lag and '
+                         'messages/s only as a principal of its own (run it without --login).</p>')
+
+    def __init__(self, store: SampleStore | None) -> None:
+        self.store = store
+
+    def _drawn(self, svg: str) -> Markup:
+        assert self.store is not None
+        if self.store.last_error is None:
+            return Markup(svg)
+        return Markup(svg) + Markup('<p class="muted sample-error">The last sampling round failed: {}</p>').format(
+            self.store.last_error)
+
+    def _options(self) -> dict[str, Any]:
+        assert self.store is not None
+        return {"window_s": self.store.window_s, "period_s": self.store.period_s}
+
+    def group_lag(self, group_id: str) -> Markup:
+        if self.store is None:
+            return self.NOT_SAMPLED
+        return self._drawn(charts.line_chart(self.store.lag(group_id), self.store.clock(),
+                                             what=f"Lag of group {group_id}", unit="messages", chart_id="lag-chart",
+                                             **self._options()))
+
+    def group_sparkline(self, group_id: str) -> Markup:
+        if self.store is None:
+            return Markup("")
+        return Markup(charts.sparkline(self.store.lag(group_id), self.store.clock(), what=f"Lag of group {group_id}",
+                                       unit="messages", **self._options()))
+
+    def topic_rate(self, topic: str) -> Markup:
+        if self.store is None:
+            return self.NOT_SAMPLED
+        return self._drawn(charts.line_chart(self.store.rate(topic), self.store.clock(),
+                                             what=f"Messages/s into topic {topic}", unit="msg/s",
+                                             chart_id="rate-chart", **self._options()))
+
+
 class ConsoleApp:
     """Routes bound to one cluster: one backend, or (`backend` None: --login) each session's."""
 
-    def __init__(self, bootstrap: str, backend: ConsoleBackend | None, refresh_s: float) -> None:
+    def __init__(self, bootstrap: str, backend: ConsoleBackend | None, refresh_s: float,
+                 samples: SampleStore | None = None) -> None:
         self.bootstrap, self.backend = bootstrap, backend
         self.refresh_s = refresh_s
+        self.samples = samples
+        self.charts = Charts(samples)
         self.templates = Jinja2Templates(env=_environment())
 
     def _backend(self, request: Request) -> ConsoleBackend:
@@ -92,7 +144,8 @@ class ConsoleApp:
         session = session_of(request)
         base = {"bootstrap": self.bootstrap, "refresh": self.refresh_s,
                 "now": datetime.datetime.now().strftime("%H:%M:%S"), "error": None, "refusal": None,
-                "user": session.principal if session is not None else None, "bare": False}
+                "user": session.principal if session is not None else None, "bare": False,
+                "charts": self.charts}
         return self.templates.TemplateResponse(request, name, {**base, **context}, status_code=status)
 
     async def _live(self, request: Request, page: str, action: refusals.Action, call: Callable[..., Any],
@@ -315,7 +368,8 @@ def create_app(bootstrap: str, refresh_s: float = 5.0, timeout: float = 10.0, se
     the ones `security` holds (its protocol, TLS and mechanism are kept)."""
     AdminClient(bootstrap, timeout).close()  # the bootstrap list is checked now, not at the first page
     backend = None if login else ConsoleBackend(bootstrap, timeout, security)
-    console = ConsoleApp(bootstrap, backend, refresh_s)
+    samples = None if backend is None else SampleStore(sample_period(refresh_s))
+    console = ConsoleApp(bootstrap, backend, refresh_s, samples)
     sessions = SessionStore(idle_timeout_s, max_sessions)
     middleware = []
     routes = []
@@ -347,9 +401,17 @@ def create_app(bootstrap: str, refresh_s: float = 5.0, timeout: float = 10.0, se
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
-        yield
-        sessions.close()
-        if backend is not None:
-            backend.close()
+        try:
+            async with anyio.create_task_group() as tasks:
+                if backend is not None and samples is not None:
+                    tasks.start_soon(run_sampler, samples, backend.sample)
+                yield
+                tasks.cancel_scope.cancel()
+        finally:
+            sessions.close()
+            if backend is not None:
+                backend.close()
 
-    return Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    application = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
+    application.state.samples = samples  # what the charts draw (tests and debugging read it here)
+    return application

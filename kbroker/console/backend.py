@@ -16,23 +16,30 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, NamedTuple
 
-from kbroker.admin.client import (EARLIEST, LATEST, AdminClient, AdminError, Broker, ClusterDescription,
-                                  ConfigValue, CreatedTopic, KafkaErrorResponse, TopicState)
-from kbroker.admin.groups import MemberView, OffsetRow, describe_group_offsets, plan_group_reset
+from kbroker.admin.client import (EARLIEST, LATEST, AdminClient, AdminError, Broker, ClusterDescription, ConfigValue,
+                                  CreatedTopic, KafkaErrorResponse, TopicState)
+from kbroker.admin.consumer_groups import ConsumerGroupDescription, describe_consumer_group
+from kbroker.admin.groups import MemberView, OffsetRow, describe_group_offsets, offset_rows, plan_group_reset
 from kbroker.admin.log_dirs import partition_sizes
 from kbroker.admin.partition_reader import fetch_records
 from kbroker.admin.reset import PlannedOffset, ResetSpec
 from kbroker.console import access, browse
-from kbroker.console.pages import (BrokerRow, GroupRow, PartitionRow, TopicRow, broker_rows, group_row,
+from kbroker.console.pages import (CLASSIC, CONSUMER, BrokerRow, ConsumerGroupInfo, GroupRow, PartitionRow, TopicRow,
+                                   broker_rows, consumer_group_info, consumer_group_row, group_row, member_view,
                                    partition_rows, topic_rows)
 from kbroker.console.refusals import (AUTHORIZATION_ERRORS, Action, describe_group, describe_topic, may_create_topics,
                                      may_reset_offsets, refusal_of)
+from kbroker.console.samples import MAX_SERIES, SampleRound, lag_of, log_end_sum
 from kbroker.security.acl import AclOperation, ResourceType
 
 POOL_SIZE = 4
 MAX_DESCRIBED_GROUPS = 100  # the groups list describes (members, lag) this many at each refresh
 BROWSE_FETCH_BYTES = 8 * 1024 * 1024  # a browse reads this much per round of Fetches, shared by its partitions
 MIN_FETCH_BYTES = 64 * 1024
+
+
+class SamplingStopped(Exception):
+    """A sampling round given up because the console is stopping."""
 
 
 class ClientPool:
@@ -109,6 +116,12 @@ class GroupDetail(NamedTuple):
     members: list[MemberView]
     offsets: list[OffsetRow]
     total_lag: int | None
+    group_type: str = CLASSIC
+    consumer: ConsumerGroupInfo | None = None  # a consumer-protocol group's ConsumerGroupDescribe
+
+
+def _member_views(desc: ConsumerGroupDescription) -> list[MemberView]:
+    return [member_view(m) for m in desc.members]
 
 
 class ConsoleBackend:
@@ -221,28 +234,89 @@ class ConsoleBackend:
     # -- groups ----------------------------------------------------------------------------------
 
     def groups(self) -> list[GroupRow]:
+        """Every group (ListGroups, with its type), the first MAX_DESCRIBED_GROUPS described: a
+        classic group with DescribeGroups, a consumer-protocol group with ConsumerGroupDescribe."""
         with self.pool.client() as client:
             rows = []
             for i, listing in enumerate(client.list_groups()):
                 if i >= MAX_DESCRIBED_GROUPS:
-                    rows.append(GroupRow(listing.group_id, listing.state or "?", listing.protocol_type, 0, (), None,
-                                         f"not described: more than {MAX_DESCRIBED_GROUPS} groups (open its page)"))
+                    rows.append(GroupRow(listing.group_id, listing.state or "?", listing.protocol_type, None, (), None,
+                                         f"not described: more than {MAX_DESCRIBED_GROUPS} groups (open its page)",
+                                         listing.group_type))
                     continue
                 try:
+                    if listing.group_type == CONSUMER:
+                        desc, offsets = self._consumer_group(client, listing.group_id)
+                        rows.append(consumer_group_row(
+                            listing.group_id, desc.state if desc is not None else listing.state or "?",
+                            listing.protocol_type, None if desc is None else _member_views(desc), offsets))
+                        continue
                     desc, members, offsets = describe_group_offsets(client, listing.group_id)
                 except AdminError as exc:
                     rows.append(GroupRow(listing.group_id, listing.state or "?", listing.protocol_type,
-                                         0, (), None, self._why(exc, describe_group(listing.group_id))))
+                                         None, (), None, self._why(exc, describe_group(listing.group_id)),
+                                         listing.group_type))
                     continue
                 rows.append(group_row(desc, members, offsets))
         return rows
 
     def group(self, group_id: str) -> GroupDetail:
+        """A consumer-protocol group from ConsumerGroupDescribe (its epochs, each member's current
+        and target assignment); any other from DescribeGroups, as before."""
         with self.pool.client() as client:
+            consumer = describe_consumer_group(client, group_id)
+            if consumer is not None:
+                members = _member_views(consumer)
+                _desc, offsets = self._consumer_group(client, group_id, consumer)
+                row = consumer_group_row(group_id, consumer.state, CONSUMER, members, offsets)
+                return GroupDetail(group_id, consumer.state, CONSUMER, consumer.assignor, consumer.coordinator,
+                                   members, offsets, row.lag, CONSUMER, consumer_group_info(consumer))
             desc, members, offsets = describe_group_offsets(client, group_id)
         row = group_row(desc, members, offsets)
         return GroupDetail(desc.group_id, desc.state, desc.protocol_type, desc.protocol, desc.coordinator,
                            members, offsets, row.lag)
+
+    @staticmethod
+    def _consumer_group(client: AdminClient, group_id: str, desc: ConsumerGroupDescription | None = None
+                        ) -> tuple[ConsumerGroupDescription | None, list[OffsetRow]]:
+        """A consumer-protocol group's ConsumerGroupDescribe (`desc` when already asked; None: the
+        coordinator does not describe it) and its offset rows (OffsetFetch, ListOffsets), each
+        partition's owner the member holding it now."""
+        if desc is None:
+            desc = describe_consumer_group(client, group_id)
+        members = _member_views(desc) if desc is not None else []
+        committed = client.committed_offsets(group_id)
+        assigned = {(t, p) for m in members for t, ps in m.assignment for p in ps}
+        log_end = client.list_offsets(assigned | set(committed), LATEST, strict=False)
+        return desc, offset_rows(members, committed, log_end)
+
+    # -- samples for the charts ------------------------------------------------------------------
+
+    def sample(self, stop: threading.Event) -> SampleRound:
+        """One round of samples: ListGroups, each group's committed offsets (OffsetFetch at its
+        coordinator), then one ListOffsets round at the leaders for every sampled topic's
+        partitions and every committed one; at most MAX_SERIES groups and topics (by name,
+        internal topics last). Raises SamplingStopped when `stop` is set between groups."""
+        with self.pool.client() as client:
+            groups = [g.group_id for g in client.list_groups()][:MAX_SERIES]
+            committed: dict[str, dict[tuple[str, int], int]] = {}
+            for group_id in groups:
+                if stop.is_set():
+                    raise SamplingStopped("the console is stopping")
+                try:
+                    committed[group_id] = client.committed_offsets(group_id)
+                except KafkaErrorResponse:
+                    continue  # refused, or gone since it was listed: no point this round
+            _brokers, topics = client.describe_topics(None)
+            topics = sorted(topics, key=lambda t: (t.internal, t.name))[:MAX_SERIES]
+            tps = {(t.name, p.partition) for t in topics for p in t.partitions}
+            tps |= {tp for offsets in committed.values() for tp in offsets}
+            if stop.is_set():
+                raise SamplingStopped("the console is stopping")
+            log_end = client.list_offsets(tps, LATEST, strict=False) if tps else {}
+        return SampleRound({g: lag_of(offsets, log_end) for g, offsets in committed.items()},
+                           {t.name: log_end_sum([(t.name, p.partition) for p in t.partitions], log_end)
+                            for t in topics})
 
     def plan_reset(self, group_id: str, topic: str | None, spec: ResetSpec) -> tuple[list[PlannedOffset], list[str]]:
         with self.pool.client() as client:

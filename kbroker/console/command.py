@@ -25,7 +25,8 @@ def add_console_command(sub: Any) -> None:
                          help="address to listen on (default 127.0.0.1; without --login the console has no "
                               "login: expose it only behind an authenticating proxy)")
     console.add_argument("--refresh", type=float, default=5.0, metavar="SECONDS",
-                         help="how often pages refresh their live part (default 5)")
+                         help="how often pages refresh their live part and the console samples lag and "
+                              "messages/s for its charts (default 5; samples at most once a second)")
     console.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                          help="connect/read timeout for broker requests (default 10)")
     add_command_config_argument(console)

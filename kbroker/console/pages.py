@@ -1,7 +1,8 @@
 """The rows of the console's tables, assembled from what the admin client fetched (pure functions,
 tested without a broker): brokers with their replica and leader counts and bytes on disk, topics
 with partition counts, replication, under-replicated partitions, messages and size, partitions
-with leader, replicas, ISR and each replica's size, groups with members, topics and lag.
+with leader, replicas, ISR and each replica's size, groups with members, topics and lag, and the
+members of a consumer-protocol group (KIP-848) with their current and target assignments.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 from typing import Mapping, NamedTuple, Sequence
 
 from kbroker.admin.client import ClusterDescription, GroupDescription, TopicState
+from kbroker.admin.consumer_groups import (ConsumerGroupDescription, ConsumerMember, pending_revocation,
+                                           subscription_text)
 from kbroker.admin.groups import MemberView, OffsetRow
 
 TopicPartition = tuple[str, int]
@@ -55,14 +58,51 @@ class PartitionRow(NamedTuple):
         return len(self.isr) < len(self.replicas)
 
 
+CLASSIC, CONSUMER = "classic", "consumer"  # ListGroups' group types (KIP-848)
+Assignment = tuple[tuple[str, tuple[int, ...]], ...]  # (topic, partitions), by topic
+
+
 class GroupRow(NamedTuple):
     group_id: str
     state: str
     protocol_type: str
-    members: int
+    members: int | None  # None: not known (a consumer-protocol group without ConsumerGroupDescribe)
     topics: tuple[str, ...]
     lag: int | None  # summed over partitions with a committed offset; None: none known
     error: str | None = None
+    group_type: str = CLASSIC
+
+
+class ConsumerMemberRow(NamedTuple):
+    """A member of a consumer-protocol group as ConsumerGroupDescribe gives it, with what its
+    reconciliation still has to do: partitions it holds that its target no longer has (pending
+    revocation) and partitions of its target it does not hold yet (waiting for another member to
+    release them)."""
+
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    host: str
+    subscribed: str  # topic names, and the regular expression between slashes
+    current: Assignment
+    target: Assignment
+    pending_revocation: Assignment
+    awaiting: Assignment
+
+    @property
+    def reconciled(self) -> bool:
+        return not self.pending_revocation and not self.awaiting
+
+
+class ConsumerGroupInfo(NamedTuple):
+    """What ConsumerGroupDescribe says of a group beyond DescribeGroups."""
+
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: tuple[ConsumerMemberRow, ...]
 
 
 def _size_of(sizes: Sizes, broker: int, tp: TopicPartition) -> int | None:
@@ -109,6 +149,34 @@ def topic_rows(topics: Sequence[TopicState], log_start: Mapping[TopicPartition, 
                              None if None in counts else sum(counts),
                              None if None in replica_sizes else sum(replica_sizes)))
     return rows
+
+
+def consumer_member_row(m: ConsumerMember) -> ConsumerMemberRow:
+    return ConsumerMemberRow(m.member_id, m.instance_id, m.rack_id, m.member_epoch, m.client_id, m.client_host,
+                             subscription_text(m).replace(",", ", "), m.assignment, m.target_assignment,
+                             pending_revocation(m.assignment, m.target_assignment),
+                             pending_revocation(m.target_assignment, m.assignment))
+
+
+def consumer_group_info(desc: ConsumerGroupDescription) -> ConsumerGroupInfo:
+    return ConsumerGroupInfo(desc.group_epoch, desc.assignment_epoch, desc.assignor,
+                             tuple(consumer_member_row(m) for m in desc.members))
+
+
+def member_view(m: ConsumerMember) -> MemberView:
+    """A consumer-protocol member as the offsets table names partition owners (what it holds now)."""
+    return MemberView(m.member_id, m.instance_id, m.client_id, m.client_host, m.assignment,
+                      m.subscribed_topic_names, None)
+
+
+def consumer_group_row(group_id: str, state: str, protocol_type: str, members: Sequence[MemberView] | None,
+                       offsets: Sequence[OffsetRow]) -> GroupRow:
+    """A consumer-protocol group in the list: ListGroups' state, its members when
+    ConsumerGroupDescribe gave them (None: not known), the lag of its committed offsets."""
+    lags = [r.lag for r in offsets if r.lag is not None]
+    topics = {r.topic for r in offsets if r.topic is not None} | {t for m in members or () for t, _ps in m.assignment}
+    return GroupRow(group_id, state, protocol_type, None if members is None else len(members), tuple(sorted(topics)),
+                    sum(lags) if lags else None, None, CONSUMER)
 
 
 def group_row(desc: GroupDescription, members: Sequence[MemberView], offsets: Sequence[OffsetRow]) -> GroupRow:

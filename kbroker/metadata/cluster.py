@@ -44,12 +44,13 @@ from kbroker.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from kbroker.metadata import notifications
 from kbroker.metadata.group_configs import ZkGroupConfigs
 from kbroker.metadata.store import (
     BrokerInfo,
+    ClientQuotaListener,
     MetadataListener,
     TopicInfo,
-    ClientQuotaListener,
     _new_cluster_id,
     _new_topic_id,
     altered_quota_config,
@@ -352,6 +353,8 @@ class ClusterMetadataStore:
         if not new:
             return
         self._last_config_change = new[-1]
+        await notifications.purge(self.session, self.zk, zk.CONFIG_CHANGES, changes[:len(changes) - len(new)],
+                                  self._last_config_change)
         results = await self.session.call(self.zk.get_many, [f"{zk.CONFIG_CHANGES}/{c}" for c in new])
         topics = set()
         brokers = set()
@@ -707,6 +710,7 @@ class ClusterMetadataStore:
         if not new:
             return
         self._last_acl_change[parent] = new[-1]
+        await notifications.purge(self.session, self.zk, parent, changes[:len(changes) - len(new)], new[-1])
         results = await self.session.call(self.zk.get_many, [f"{parent}/{c}" for c in new])
         patterns: list[ResourcePattern] = []
         for name, result in zip(new, results):

@@ -2,7 +2,8 @@
 state — logs, ISRs, the controller, the group coordinator's committed offsets — and yields metric
 families named as the Kafka JMX exporter's common config renders Kafka's MBeans
 (`kafka_server_brokertopicmetrics_bytesin_total{topic}`, ...), consumer group lag as
-kafka-exporter names it (`kafka_consumergroup_lag`), and prometheus_client's process metrics.
+kafka-exporter names it (`kafka_consumergroup_lag`), kbroker's own `kbroker_*` series where Kafka
+has none (per consumer-protocol group: rebalances, epochs), and prometheus_client's process metrics.
 
 Nothing here runs on the request path. The broker is read duck-typed (`replica_manager`,
 `group_coordinator`, `controller`, `stats`), so tests hand it fakes and this package imports no
@@ -42,6 +43,7 @@ class BrokerCollector:
         yield from self._replica_manager(partitions)
         yield from self._controller()
         yield from self._groups(partitions)
+        yield from self._consumer_groups()
         yield from self._authorizer()
         connections = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
                                         "Open client connections.", labels=["listener"])
@@ -166,7 +168,8 @@ class BrokerCollector:
                                 labels=labels)
         members = GaugeMetricFamily("kafka_consumergroup_members", "Members of a group.", labels=["consumergroup"])
         for group_id, group in sorted(self.broker.group_coordinator.groups.items()):
-            members.add_metric([group_id], len(group.members))
+            consumer = getattr(group, "consumer", None)  # a group is one type at a time
+            members.add_metric([group_id], len(group.members if consumer is None else consumer.members))
             for (topic, index), committed in sorted(group.offsets.items()):
                 values = [group_id, topic, str(index)]
                 current.add_metric(values, committed.offset)
@@ -174,6 +177,47 @@ class BrokerCollector:
                 if partition is not None:
                     lag.add_metric(values, max(partition.high_watermark - committed.offset, 0))
         yield from (current, lag, members)
+
+
+    def _consumer_groups(self) -> Iterator[Metric]:
+        """The consumer-protocol (KIP-848) groups coordinated here: Kafka's broker-wide
+        consumer-group-rebalance-count (GroupCoordinatorMetrics), and kbroker's own per-group series:
+        rebalances, members, the group epoch and how far the group is from its assignment. A group's
+        series go when it is deleted or another broker coordinates it (as the kafka_consumergroup_*
+        series do)."""
+        coordinator = self.broker.group_coordinator
+        total = CounterMetricFamily(
+            "kafka_server_group_coordinator_metrics_consumer_group_rebalance_count",
+            "Consumer-protocol group rebalances (group epoch bumps) this coordinator made since it started.")
+        total.add_metric([], getattr(coordinator, "consumer_rebalances_total", 0))
+        yield total
+        counts = getattr(coordinator, "consumer_rebalances", {})
+        rebalances = CounterMetricFamily("kbroker_consumer_group_rebalances", "Rebalances (group epoch bumps) "
+                                         "of a consumer-protocol group this coordinator made since it took the "
+                                         "group over.", labels=["group"])
+        members = GaugeMetricFamily("kbroker_consumer_group_members", "Members of a consumer-protocol group.",
+                                    labels=["group"])
+        epoch = GaugeMetricFamily("kbroker_consumer_group_epoch", "A consumer-protocol group's epoch.",
+                                  labels=["group"])
+        lag = GaugeMetricFamily("kbroker_consumer_group_assignment_epoch_lag", "Group epoch minus assignment "
+                                "(target) epoch, plus the members whose epoch is below the assignment epoch: 0 "
+                                "when every member has reconciled to the current assignment.", labels=["group"])
+        for group_id, group in sorted(coordinator.groups.items()):
+            state = getattr(group, "consumer", None)
+            if state is None or state.deleted:
+                continue
+            rebalances.add_metric([group_id], counts.get(group_id, 0))
+            members.add_metric([group_id], len(state.members))
+            epoch.add_metric([group_id], state.epoch)
+            lag.add_metric([group_id], assignment_epoch_lag(state))
+        yield from (rebalances, members, epoch, lag)
+
+
+def assignment_epoch_lag(state: Any) -> int:
+    """How far a consumer-protocol group is from its assignment: the group epochs the target
+    assignment has not caught up with, plus the members not yet at the assignment epoch."""
+    behind = sum(1 for m in list(state.members.values()) if m.current.member_epoch < state.assignment_epoch)
+    return max(state.epoch - state.assignment_epoch, 0) + behind
 
 
 def build_registry(broker: Any, stats: BrokerStats, connections: Callable[[], int],

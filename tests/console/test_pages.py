@@ -36,5 +36,5 @@ def test_group_row_sums_lag_and_lists_topics():
     desc = GroupDescription("g", "Stable", "consumer", "range", (), B[1])
     members = [MemberView("m", None, "c", "/h", (("b", (0,)),), ("b",), None)]
     offsets = [OffsetRow("a", 0, 5, 9, 4, None, None, None), OffsetRow("b", 0, None, 3, None, "m", "/h", "c")]
-    assert group_row(desc, members, offsets) == ("g", "Stable", "consumer", 1, ("a", "b"), 4, None)
+    assert group_row(desc, members, offsets) == ("g", "Stable", "consumer", 1, ("a", "b"), 4, None, "classic")
     assert group_row(desc, [], []).lag is None

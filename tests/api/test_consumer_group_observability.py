@@ -1,0 +1,53 @@
+"""What `kbroker groups describe` and the metrics read of a consumer-protocol group, on a real
+single-node broker: ConsumerGroupDescribe's current assignment is what a member holds (partitions it
+has yet to revoke included), and the coordinator counts its group epoch bumps — not the log it
+replays — and forgets a group it no longer coordinates."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import trio
+
+from kbroker.errors import ErrorCode as E
+from tests.api.test_consumer_group_heartbeat import ask, assigned, beat, start
+
+DESCRIBE = 69
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = start(tmp_path)
+    trio.run(functools.partial(b.create_topic, "t", num_partitions=4))
+    yield b
+    b.shutdown()
+
+
+def _parts(assignment) -> set[int]:
+    return {p for tp in assignment.topic_partitions for p in tp.partitions}
+
+
+def test_a_member_revoking_still_shows_what_it_holds(broker):
+    first = beat(broker, "m1", 0)
+    beat(broker, "m2", 0)
+    r = beat(broker, "m1", first.member_epoch, owned=assigned(first, broker))  # told to give up two
+    assert r.error_code == E.none and len(assigned(r, broker)) == 2
+    g = ask(broker, DESCRIBE, 1, {"group_ids": ["g"], "include_authorized_operations": False}).groups[0]
+    m1 = next(m for m in g.members if m.member_id == "m1")
+    assert _parts(m1.assignment) == {0, 1, 2, 3}  # still its own until its heartbeat no longer lists them
+    assert _parts(m1.target_assignment) == assigned(r, broker)
+
+
+def test_group_epoch_bumps_are_counted_not_replayed(broker):
+    coordinator = broker.group_coordinator
+    first = beat(broker, "m1", 0)
+    beat(broker, "m2", 0)
+    beat(broker, "m1", first.member_epoch, owned=assigned(first, broker))  # reconciling: no new epoch
+    assert coordinator.consumer_rebalances == {"g": 2} and coordinator.consumer_rebalances_total == 2
+    partition = coordinator.partition_for("g")
+    coordinator.unload_partition(partition)
+    assert coordinator.consumer_rebalances == {}
+    coordinator.load_partition(partition)
+    assert coordinator.groups["g"].consumer.epoch == 2 and coordinator.consumer_rebalances == {}
+    assert coordinator.consumer_rebalances_total == 2  # Kafka's count since start
