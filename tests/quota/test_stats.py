@@ -1,10 +1,12 @@
 """Kafka's sampled rate and token bucket on a fake clock: a line-by-line model of Java's
 SampledStat/Rate/WindowedSum and TokenBucket checked against kbroker's, and the properties the
-throttle time is meant to have (QuotaUtils.throttleTime: the wait that brings the rate back)."""
+throttle time is meant to have (QuotaUtils.throttleTime: the wait that brings the rate back, unless
+a sample expires meanwhile)."""
 
+import copy
 import math
 
-from hypothesis import given, settings
+from hypothesis import event, example, given, settings
 from hypothesis import strategies as st
 
 from kbroker.quota.stats import SampledRate, TokenBucket, java_round
@@ -95,24 +97,72 @@ def test_throttle_time_is_kafkas_formula():
     assert java_round(2.5) == 3 and java_round(-2.5) == -2 and java_round(0.49) == 0
 
 
+def _check_waiting_the_throttle(rate, java, t, bound):
+    samples, window_ms = rate.samples, rate.window_ms
+    wait = rate.throttle_ms(bound, t)
+    observed, window = java.measure(t), java.window_size(t)
+    assert wait == (java_round((observed - bound) / bound * window) if observed > bound else 0)
+    if not wait:
+        return
+    after = copy.deepcopy(rate).measure(t + wait)  # a copy: this rate's clock stays at t
+    oldest = min(sample.start_ms for sample in rate._samples)
+    past_floor = t - oldest >= (samples - 1) * window_ms
+    expiring = any(t + wait - s.last_event_ms >= samples * window_ms for s in rate._samples)
+    if past_floor and not expiring:
+        event("throttled: window past its floor, no sample expiring")
+        # W + X >= O * W / T - 1/2 (X rounded), so after <= T / (1 - T / (2 O W)) < T / (1 - 1 / (2 W))
+        assert after <= bound / (1 - 0.5 / window) + 1e-6
+    else:
+        event("throttled: " + ("a sample expiring" if expiring else "window within its floor"))
+        assert math.isclose(after, copy.deepcopy(java).measure(t + wait), rel_tol=1e-9, abs_tol=1e-9)
+
+
+@example(  # Hypothesis' find: the empty first sample (0 to 1 020) expires 20 ms before the wait ends
+    steps=[(0, 0.0), (1020, 0.0), (187, 1549474.0), (1933, 0.0), (47, 4488583.0), (113, 2719797.0),
+           (519, 0.0), (726, 0.0), (756, 0.0), (2199, 3680798.0), (2500, 909088.0)],
+    bound=1211283.0,
+    overshoot=1.1,
+)
 @settings(max_examples=300, deadline=None)
-@given(events, st.floats(1e3, 1e7))
-def test_waiting_the_throttle_time_brings_the_rate_back(steps, bound):
-    """QuotaUtils.throttleTime: with nothing recorded meanwhile, after the throttle the rate is back
-    at the bound — once the rate's window is past its floor of
-    samples - 1 windows (within it, the window does not grow as time passes: Kafka's too)."""
-    rate = SampledRate(11, 1000)
+@given(events, st.floats(1e3, 1e7), st.floats(1.0001, 1.3))
+def test_waiting_the_throttle_time_brings_the_rate_back(steps, bound, overshoot):
+    """QuotaUtils.throttleTime: X = (O - T) / T * W, the wait after which O * W / (W + X) = T.
+
+    That is all Kafka promises, and it assumes that with nothing recorded meanwhile the sum stays
+    and the window grows by X. So the rate is back at the bound (up to X's rounding to the ms)
+    when both hold: the window is past its floor of samples - 1 windows (within it, it does not
+    grow with time), and no sample expires during the wait. When one does, the sum drops by its
+    value but, if it was the oldest, the window shrinks to the next sample's start, so the rate may
+    come down less or not at all (the @example: 1 334 774 B/s before and after its 1 020 ms wait;
+    kafka-clients 3.9.0 measures the same) and the next request is throttled again. There the
+    rate is checked against the Java model instead.
+
+    Each step is checked against `bound` and against a bound the rate then overshoots by
+    `overshoot` (the rate does not depend on the bound): short throttles, which mostly end before
+    a sample expires, and which a fixed bound seldom meets past the floor."""
+    rate, java = SampledRate(11, 1000), JavaRate(11, 1000)
     t = 0
     for dt, value in steps:
         t += dt
         rate.record(value, t)
-        wait = rate.throttle_ms(bound, t)
-        assert wait >= 0
-        oldest = min(sample.start_ms for sample in rate._samples)
-        if wait and t - oldest >= 10_000:
-            # within one window's share: the oldest sample may expire meanwhile and shorten the
-            # window more than it lowers the sum (Kafka's formula is this approximate too)
-            assert rate.measure(t + wait) <= bound * 1.1 + 1e-6
+        java.record(value, t)
+        _check_waiting_the_throttle(rate, java, t, bound)
+        observed = java.measure(t)
+        if observed > 0:
+            _check_waiting_the_throttle(rate, java, t, observed / overshoot)
+
+
+def test_a_sample_expiring_during_the_throttle_can_leave_the_rate_as_it_was():
+    """Kafka's formula's blind spot, with kafka-clients 3.9.0's figures (Sensor.record with an upper
+    bound, then QuotaUtils.throttleTime): the oldest sample, empty, expires 1 ms into the wait, so
+    the window is 10 999 ms again at its end rather than 21 998 ms."""
+    rate = SampledRate(11, 1000)
+    rate.record(0, 0)
+    rate.record(21_998_000, 10_999)
+    assert rate.measure(10_999) == 2_000_000
+    assert rate.throttle_ms(1_000_000, 10_999) == 10_999
+    assert rate.window_size_ms(10_999 + 10_999) == 10_999
+    assert rate.measure(10_999 + 10_999) == 2_000_000
 
 
 def test_a_client_under_its_bound_is_never_throttled():
