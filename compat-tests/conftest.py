@@ -365,6 +365,28 @@ def pytest_configure(config: pytest.Config) -> None:
             logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+# Modules whose tests are parametrized "<family>/<variant>" and spread over the xdist workers one
+# client family at a time (with `--dist loadfile` every other module is one work unit): the
+# client-family group scenarios would otherwise keep one worker busy for minutes.
+SPLIT_BY_FAMILY = ("test_groups_families.py",)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FamilyScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            if scope.rsplit("/", 1)[-1] in SPLIT_BY_FAMILY and "[" in nodeid:
+                return f"{scope}::{nodeid.split('[', 1)[1].split('/', 1)[0]}"
+            return scope
+
+    return FamilyScheduling(config, log)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield

@@ -4,8 +4,14 @@ group, unless it is a static member). librdkafka's defaults otherwise (auto-comm
 
 With the eager strategies (range, roundrobin) on_assign receives the whole new assignment; with
 cooperative-sticky on_assign/on_revoke receive only the partitions added/removed. Either way the
-callback applies them (assign / incremental_assign / incremental_unassign, what the client would
-otherwise do itself right after the callback) and then reports `consumer.assignment()`."""
+callback applies them (assign / unassign / incremental_assign / incremental_unassign, what the client
+would otherwise do itself right after the callback) and then reports `consumer.assignment()` with
+the wall time `t` of the callback (an eager revocation reports the empty assignment: groupkit's
+single-owner check). `--session-timeout-ms` / `--heartbeat-interval-ms` set the classic protocol's
+session.timeout.ms / heartbeat.interval.ms (with group.protocol=consumer the broker decides them).
+
+`--group-protocol consumer`: KIP-848 (`group.protocol=consumer`), the broker assigns (uniform unless
+`--remote-assignor`); librdkafka refuses the classic-only settings, so `--strategy` must be absent."""
 
 import argparse
 import json
@@ -31,6 +37,9 @@ def main():
     ap.add_argument("--strategy", default=None, choices=STRATEGIES)
     ap.add_argument("--instance-id", default=None)
     ap.add_argument("--group-protocol", default="classic", choices=("classic", "consumer"))
+    ap.add_argument("--remote-assignor", default=None)
+    ap.add_argument("--session-timeout-ms", type=int, default=None)
+    ap.add_argument("--heartbeat-interval-ms", type=int, default=None)
     args = ap.parse_args()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -41,6 +50,12 @@ def main():
         conf["group.instance.id"] = args.instance_id
     if args.group_protocol == "consumer":
         conf["group.protocol"] = "consumer"  # KIP-848: the broker assigns, callbacks are incremental
+        if args.remote_assignor:
+            conf["group.remote.assignor"] = args.remote_assignor
+    if args.session_timeout_ms:
+        conf["session.timeout.ms"] = args.session_timeout_ms
+    if args.heartbeat_interval_ms:
+        conf["heartbeat.interval.ms"] = args.heartbeat_interval_ms
     consumer = Consumer(conf)
     # the client exposes no rebalance_protocol()
     cooperative = args.strategy == "cooperative-sticky" or args.group_protocol == "consumer"
@@ -64,9 +79,9 @@ def main():
     def on_revoke(c, partitions):
         if cooperative:
             c.incremental_unassign(partitions)
-            report(c)
         else:
             c.unassign()
+        report(c)
 
     consumer.subscribe([args.topic], on_assign=on_assign, on_revoke=on_revoke)
     while not stop:

@@ -1,10 +1,14 @@
 """A kafka-python consumer-group member for groupkit: subscribe, process, commit after each batch,
-report as JSON lines; SIGTERM closes the consumer (leaving the group). Client defaults otherwise."""
+report as JSON lines; SIGTERM closes the consumer (leaving the group). Client defaults otherwise,
+except the session timeout and heartbeat interval when given. Every assignment report carries the
+wall time `t` of its callback, and a revocation is reported too (what is left: groupkit's
+single-owner check)."""
 
 import argparse
 import json
 import signal
 import sys
+import time
 
 from kafka import ConsumerRebalanceListener, KafkaConsumer
 from kafka.coordinator.assignors.range import RangePartitionAssignor
@@ -28,6 +32,8 @@ def main():
     ap.add_argument("topic")
     ap.add_argument("--strategy", default=None, choices=sorted(STRATEGIES))
     ap.add_argument("--instance-id", default=None)
+    ap.add_argument("--session-timeout-ms", type=int, default=None)
+    ap.add_argument("--heartbeat-interval-ms", type=int, default=None)
     args = ap.parse_args()
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -36,15 +42,21 @@ def main():
         extra["partition_assignment_strategy"] = [STRATEGIES[args.strategy]]
     if args.instance_id:
         extra["group_instance_id"] = args.instance_id
+    if args.session_timeout_ms:
+        extra["session_timeout_ms"] = args.session_timeout_ms
+    if args.heartbeat_interval_ms:
+        extra["heartbeat_interval_ms"] = args.heartbeat_interval_ms
     consumer = KafkaConsumer(bootstrap_servers=args.bootstrap, group_id=args.group, auto_offset_reset="earliest",
                              enable_auto_commit=False, client_id=f"member-{args.group}", **extra)
 
     class Listener(ConsumerRebalanceListener):
         def on_partitions_revoked(self, revoked):
-            pass
+            if revoked:
+                kept = set(consumer.assignment()) - set(revoked)
+                emit(event="assigned", partitions=sorted(tp.partition for tp in kept), t=time.time())
 
         def on_partitions_assigned(self, assigned):
-            emit(event="assigned", partitions=sorted(tp.partition for tp in consumer.assignment()))
+            emit(event="assigned", partitions=sorted(tp.partition for tp in consumer.assignment()), t=time.time())
 
     consumer.subscribe([args.topic], listener=Listener())
     while not stop:

@@ -1,9 +1,9 @@
 // Small driver for the stock Java kafka-clients, compiled at test time against 3.9.0 and against 4.3.0
 // (compat-tests/conftest.py: java_harness, java_harness_43), so it calls only what both have (the
 // deprecated Admin.alterConfigs, gone from 4.x, by reflection). Used by compat-tests/test_java.py,
-// test_groups_java.py, test_cluster_java.py, test_cluster_java_admin.py, test_authorized_operations.py,
-// test_produce_validation.py, test_log_dirs.py and (through txnkit.py) test_transactions.py and
-// test_cluster_transactions.py.
+// test_groups_families.py, test_cluster_groups.py, test_cluster_java.py, test_cluster_java_admin.py,
+// test_authorized_operations.py, test_produce_validation.py, test_log_dirs.py and (through txnkit.py)
+// test_transactions.py and test_cluster_transactions.py.
 //
 // It makes exactly the calls Spark's Kafka connector makes: Admin describeTopics / listOffsets on
 // the driver, KafkaConsumer.assign + seek + poll on executors, an idempotent KafkaProducer for
@@ -99,12 +99,16 @@
 //       the connector's read path: describeTopics, listOffsets earliest+latest, then per partition a
 //       consumer (group.id set, auto.offset.reset=none, no auto commit) assign+seek+poll up to latest.
 //       stdout: "RANGE <p> <earliest> <latest>", "REC ..." lines, "DONE <n>"
-//   group-member <bootstrap> <group> <topic> <range|roundrobin|cooperative-sticky> [group.instance.id]
-//       a consumer-group member for compat-tests/groupkit.py (test_groups_java.py): subscribe, poll,
-//       commitSync after each non-empty batch; JSON lines on stdout: {"event":"assigned",...} (the
-//       whole assignment after every onPartitionsAssigned), {"event":"record",...} per record,
-//       {"event":"committed","offsets":{...}}, and {"event":"closed"} after SIGTERM closed the
-//       consumer (a shutdown hook wakes the poll thread up; exit status 0 once it has closed).
+//   group-member <bootstrap> <group> <topic> <range|roundrobin|cooperative-sticky|-> [group.instance.id|-] [K=V ...]
+//       a consumer-group member for compat-tests/groupkit.py (test_groups_families.py): subscribe, poll,
+//       commitSync after each non-empty batch; JSON lines on stdout: {"event":"assigned","partitions":[..],
+//       "t":<wall seconds>} (the whole assignment after every onPartitionsAssigned, and what is left after
+//       a non-empty onPartitionsRevoked / onPartitionsLost: groupkit's single-owner check),
+//       {"event":"record",...} per record, {"event":"committed","offsets":{...}}, and {"event":"closed"}
+//       after SIGTERM closed the consumer (a shutdown hook wakes the poll thread up; exit status 0 once it
+//       has closed). Strategy "-": no partition.assignment.strategy (group.protocol=consumer refuses it);
+//       K=V: more consumer properties, e.g. group.protocol=consumer (KIP-848, kafka-clients 4.x),
+//       group.remote.assignor=uniform, session.timeout.ms=6000, heartbeat.interval.ms=1000 (classic only).
 //   acked-producer <bootstrap> <topic> <n> <interval_ms>
 //       an idempotent acks=all producer for the cluster tests (test_cluster_java.py): value "v<i>" (key
 //       "<i>") to partition i % partitions, one record every interval_ms, until n are sent (n <= 0: no
@@ -219,7 +223,9 @@ public final class KbrokerHarness {
                     txnRead(args[1], args[2], args[3], Long.parseLong(args[4]), args[5]);
                     break;
                 case "group-member":
-                    groupMember(args[1], args[2], args[3], args[4], args.length > 5 ? args[5] : null);
+                    groupMember(args[1], args[2], args[3], args[4],
+                            args.length > 5 && !args[5].equals("-") ? args[5] : null,
+                            java.util.Arrays.copyOfRange(args, Math.min(6, args.length), args.length));
                     return;  // its shutdown hook ends the JVM
                 default: throw new IllegalArgumentException("unknown subcommand " + args[0]);
             }
@@ -1204,6 +1210,10 @@ public final class KbrokerHarness {
         return sb.append('"').toString();
     }
 
+    static String wallSeconds() {
+        return String.format(java.util.Locale.ROOT, "%.3f", System.currentTimeMillis() / 1000.0);
+    }
+
     static String partitionList(java.util.Collection<TopicPartition> tps) {
         List<Integer> ps = new ArrayList<>();
         for (TopicPartition tp : tps) ps.add(tp.partition());
@@ -1211,15 +1221,23 @@ public final class KbrokerHarness {
         return ps.toString();
     }
 
-    static void groupMember(String bootstrap, String group, String topic, String strategy, String instanceId) {
+    static void groupMember(String bootstrap, String group, String topic, String strategy, String instanceId,
+                            String[] more) {
         Properties p = new Properties();
         p.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
         p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
-        p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
-                java.util.Objects.requireNonNull(ASSIGNORS.get(strategy), "unknown strategy " + strategy));
+        if (!strategy.equals("-")) {
+            p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG,
+                    java.util.Objects.requireNonNull(ASSIGNORS.get(strategy), "unknown strategy " + strategy));
+        }
         if (instanceId != null) p.put(ConsumerConfig.GROUP_INSTANCE_ID_CONFIG, instanceId);
+        for (String kv : more) {  // by name: group.protocol is no ConsumerConfig constant in every version
+            int eq = kv.indexOf('=');
+            if (eq <= 0) throw new IllegalArgumentException("expected K=V, got " + kv);
+            p.put(kv.substring(0, eq), kv.substring(eq + 1));
+        }
         KafkaConsumer<byte[], byte[]> consumer =
                 new KafkaConsumer<>(p, new ByteArrayDeserializer(), new ByteArrayDeserializer());
         // processed but not yet committed: partition -> next offset
@@ -1261,12 +1279,29 @@ public final class KbrokerHarness {
             @Override
             public void onPartitionsRevoked(java.util.Collection<TopicPartition> partitions) {
                 commit.run();  // before another member starts from our last commit
+                reportWithout(partitions);
+            }
+
+            @Override
+            public void onPartitionsLost(java.util.Collection<TopicPartition> partitions) {
+                pending.clear();  // no longer ours: whoever owns them now starts from the last commit
+                reportWithout(partitions);
             }
 
             @Override
             public void onPartitionsAssigned(java.util.Collection<TopicPartition> partitions) {
-                // cooperative-sticky passes only the added partitions: report the whole assignment
-                emit("{\"event\":\"assigned\",\"partitions\":" + partitionList(consumer.assignment()) + "}");
+                // cooperative-sticky and the consumer protocol pass only the added partitions: report
+                // the whole assignment
+                java.util.Set<TopicPartition> now = new java.util.HashSet<>(consumer.assignment());
+                now.addAll(partitions);
+                emit("{\"event\":\"assigned\",\"partitions\":" + partitionList(now) + ",\"t\":" + wallSeconds() + "}");
+            }
+
+            private void reportWithout(java.util.Collection<TopicPartition> partitions) {
+                if (partitions.isEmpty()) return;
+                java.util.Set<TopicPartition> left = new java.util.HashSet<>(consumer.assignment());
+                left.removeAll(partitions);  // the callback runs before they are taken away
+                emit("{\"event\":\"assigned\",\"partitions\":" + partitionList(left) + ",\"t\":" + wallSeconds() + "}");
             }
         });
         try {
