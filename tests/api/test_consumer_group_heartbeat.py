@@ -8,36 +8,20 @@ import functools
 
 import pytest
 import trio
+from brokerkit import ask, running, start
 
-from kbroker.api.dispatch import handle_frame
-from kbroker.broker import Broker
-from kbroker.config import BrokerConfig
 from kbroker.errors import ErrorCode as E
-from kbroker.wire.protocol import decode_response, encode_request
 
 HEARTBEAT, OFFSET_COMMIT, OFFSET_FETCH, LIST_GROUPS, JOIN_GROUP, API_VERSIONS = 68, 8, 9, 16, 11, 18
 
 
-def start(path, **extra) -> Broker:
-    b = Broker(BrokerConfig.from_dict({"log.dirs": str(path), "offsets.topic.num.partitions": "3", **extra}),
-               ("127.0.0.1", 9092))
-    b.startup()
-    return b
 
 
 @pytest.fixture
 def broker(tmp_path):
-    b = start(tmp_path)
-    trio.run(functools.partial(b.create_topic, "t", num_partitions=4))
-    yield b
-    b.shutdown()
+    yield from running(tmp_path, 4)
 
 
-def ask(broker, key: int, version: int, body: dict):
-    frame = encode_request(key, version, 7, "test", body)
-    response = trio.run(handle_frame, broker, bytearray(frame[4:]))
-    _correlation_id, decoded = decode_response(key, version, response[4:])
-    return decoded
 
 
 def beat(broker, member_id, epoch, version=1, owned=(), topics=("t",), **fields):

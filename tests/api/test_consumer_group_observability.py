@@ -5,23 +5,18 @@ replays — and forgets a group it no longer coordinates."""
 
 from __future__ import annotations
 
-import functools
-
 import pytest
-import trio
+from brokerkit import running
+from test_consumer_group_heartbeat import ask, assigned, beat
 
 from kbroker.errors import ErrorCode as E
-from tests.api.test_consumer_group_heartbeat import ask, assigned, beat, start
 
 DESCRIBE = 69
 
 
 @pytest.fixture
 def broker(tmp_path):
-    b = start(tmp_path)
-    trio.run(functools.partial(b.create_topic, "t", num_partitions=4))
-    yield b
-    b.shutdown()
+    yield from running(tmp_path, 4)
 
 
 def _parts(assignment) -> set[int]:

@@ -9,13 +9,10 @@ import functools
 
 import pytest
 import trio
+from brokerkit import ask, running, start
 
 from kbroker.api.authorization import AclOperation, ResourceType
-from kbroker.api.dispatch import handle_frame
-from kbroker.broker import Broker
-from kbroker.config import BrokerConfig
 from kbroker.errors import ErrorCode as E
-from kbroker.wire.protocol import decode_response, encode_request
 
 HEARTBEAT, DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS = 68, 32, 33, 44
 GROUP = 32
@@ -24,26 +21,13 @@ HB, SESSION = "consumer.heartbeat.interval.ms", "consumer.session.timeout.ms"
 GROUP_CONFIG, DEFAULT_CONFIG = 8, 5
 
 
-def start(path) -> Broker:
-    b = Broker(BrokerConfig.from_dict({"log.dirs": str(path), "offsets.topic.num.partitions": "3"}),
-               ("127.0.0.1", 9092))
-    b.startup()
-    return b
 
 
 @pytest.fixture
 def broker(tmp_path):
-    b = start(tmp_path)
-    trio.run(functools.partial(b.create_topic, "t", num_partitions=2))
-    yield b
-    b.shutdown()
+    yield from running(tmp_path, 2)
 
 
-def ask(broker, key: int, version: int, body: dict):
-    frame = encode_request(key, version, 7, "test", body)
-    response = trio.run(handle_frame, broker, bytearray(frame[4:]))
-    _correlation_id, decoded = decode_response(key, version, response[4:])
-    return decoded
 
 
 def alter(broker, *ops, group="g", validate_only=False):

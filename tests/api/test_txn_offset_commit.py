@@ -7,43 +7,32 @@ import functools
 
 import pytest
 import trio
+from brokerkit import ask, running, start
 
-from kbroker.api.dispatch import DISPATCH, handle_frame
-from kbroker.broker import Broker
-from kbroker.config import BrokerConfig
+from kbroker.api.dispatch import DISPATCH
 from kbroker.errors import ErrorCode as E
 from kbroker.group.offsets_log import OFFSETS_TOPIC
 from kbroker.log.topic_partition import TopicPartition
-from kbroker.wire.control import ABORT, COMMIT, EndTransactionMarker, build_end_txn_marker_batch
+from kbroker.wire.control import (
+    ABORT,
+    COMMIT,
+    EndTransactionMarker,
+    build_end_txn_marker_batch,
+)
 from kbroker.wire.internal_records import iter_internal_batches
-from kbroker.wire.protocol import decode_response, encode_request
 from kbroker.wire.records import validate_batches
 
 TXN_OFFSET_COMMIT, OFFSET_FETCH, OFFSET_COMMIT = 28, 9, 8
 PRODUCER_ID = 4000
 
 
-def start(path) -> Broker:
-    b = Broker(BrokerConfig.from_dict({"log.dirs": str(path), "offsets.topic.num.partitions": "3"}),
-               ("127.0.0.1", 9092))
-    b.startup()
-    return b
 
 
 @pytest.fixture
 def broker(tmp_path):
-    b = start(tmp_path)
-    trio.run(functools.partial(b.create_topic, "t", num_partitions=2))
-    yield b
-    b.shutdown()
+    yield from running(tmp_path, 2)
 
 
-def ask(broker, key: int, version: int, body: dict):
-    frame = encode_request(key, version, 7, "test", body)
-    response = trio.run(handle_frame, broker, bytearray(frame[4:]))
-    correlation_id, decoded = decode_response(key, version, response[4:])
-    assert correlation_id == 7
-    return decoded
 
 
 def txn_commit(broker, version=4, group="g", offsets=None, epoch=0, **fields):
