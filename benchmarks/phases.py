@@ -572,6 +572,15 @@ def phase_downconvert(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_groups(ctx: Ctx) -> list[dict]:
+    """Consumer-group rebalances (classic eager and cooperative, KIP-848's consumer protocol) with
+    confluent-kafka members, and the coordinator's CPU per heartbeat for 1,000 simulated members,
+    on brokers of their own (benchmarks/groups.py)."""
+    from benchmarks.groups import phase_groups as run
+
+    return run(ctx)
+
+
 def phase_acl(ctx: Ctx) -> list[dict]:
     """ACL authorization on brokers of their own: produce and fetch requests with the AclAuthorizer
     and 10,000 ACLs next to no authorizer (benchmarks/acl.py)."""
@@ -600,10 +609,11 @@ PHASES = {
     "security": phase_security,
     "acl": phase_acl,
     "quotas": phase_quotas,
+    "groups": phase_groups,
     "cluster": phase_cluster,
     "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,
 }
-REPEATABLE = {"produce", "metrics", "consume", "downconvert", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security", "acl"}
+REPEATABLE = {"produce", "metrics", "consume", "downconvert", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security", "acl", "groups"}
 # left out of --quick and of runs against --bootstrap unless named in --only
-OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "downconvert", "acl"}
+OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "downconvert", "acl", "groups"}

@@ -86,6 +86,12 @@ TARGETS = {
     # acl: the AclAuthorizer with 10,000 ACLs next to no authorizer, broker CPU per request within 5 %
     **{f"acl.{workload}.on": [("cpu_ratio_to_authorizer_off", "<=", 1.05,
                                "broker CPU per request ≤ 105% of authorizer off")] for workload in ("produce", "fetch")},
+    # groups: KIP-848's consumer protocol rebalances without stopping the partitions that stay, and a
+    # 1,000-member group's heartbeats cost the coordinator little
+    "groups.join.consumer": [("owned_s", "<=", "owned_target_s", "join-to-owned ≤ 1 heartbeat interval + 0.5 s"),
+                             ("max_gap_s", "<=", "gap_target_s", "unmoved partitions: no gap > 2 x fetch.wait.max.ms")],
+    "groups.kill.consumer": [("max_gap_s", "<=", "gap_target_s", "unmoved partitions: no gap > 2 x fetch.wait.max.ms")],
+    "groups.heartbeat.steady": [("broker_us_per_heartbeat", "<=", 100, "≤ 100 µs broker CPU per heartbeat")],
 }
 # key -> Kafka 3.8's figure for a run the issue sets no target for (shown in the target column)
 REFERENCES = {
@@ -97,6 +103,10 @@ REFERENCES = {
     "security.consume.plaintext": "(Kafka 3.8: 723 MB/s, 1.4 CPU-s/GB)",
     "security.auth.sasl_plaintext.cached": "(the broker's ceiling: clients not the limit)",
     "security.auth.sasl_ssl": "(TLS handshake included; no target)",
+    **{f"groups.{event}.{label}": "(classic: for comparison)" for event in ("join", "kill")
+       for label in ("range", "cooperative")},
+    "groups.heartbeat.join": "(joining and reconciling; no target)",
+    "groups.heartbeat.steady_owned": "(owned partitions in every heartbeat; no target)",
 }
 RATIOS = {"ratio_to_authorizer_off": "authorizer off", "ratio_to_batches": "batches (Fetch v16)", "ratio_to_alone": "alone", "ratio_to_local": "local", "ratio_to_off": "metrics off", "ratio_to_unfiltered": "unfiltered", "ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted", "ratio_to_plaintext": "plaintext"}
 QUICK_NA = {"partitions10k", "connections",  # targets stated for full-size numbers only
@@ -345,6 +355,32 @@ def describe(row: dict) -> str:
         return (f"{_f(m.get('counting_ns'), '{:.0f}')} ns per request = "
                 f"{_f((m.get('share_of_request') or float('nan')) * 100, '{:.2f}')}% of the broker's "
                 f"{_f(m.get('request_us'), '{:.0f}')} us per request (metrics off)")
+    if kind == "rebalance":
+        s = f"owned again after {_f(m.get('owned_s'), '{:.2f}')} s"
+        if m.get("event") == "kill":
+            s += f" (session timeout {_f(m.get('session_timeout_s'), '{:.0f}')} s)"
+        s += (f"; {_f(m.get('unmoved_partitions'), '{:.0f}')} unmoved: longest gap "
+              f"{_f((m.get('max_gap_s') or float('nan')) * 1000, '{:.0f}')} ms (before "
+              f"{_f((m.get('baseline_max_gap_s') or float('nan')) * 1000, '{:.0f}')}; no partition at all: "
+              f"{_f((m.get('all_partitions_silent_s') or float('nan')) * 1000, '{:.0f}')}), "
+              f"{_f(m.get('unmoved_records_s_during'), '{:.0f}')} rec/s during vs "
+              f"{_f(m.get('unmoved_records_s_before'), '{:.0f}')} before")
+        return s
+    if kind == "heartbeat":
+        s = (f"{_f(m.get('broker_us_per_heartbeat'), '{:.0f}')} us broker CPU per heartbeat "
+             f"({_f(m.get('heartbeats'), '{:,.0f}')} heartbeats, {_f(m.get('heartbeats_s'), '{:,.0f}')}/s)")
+        if m.get("us_per_heartbeat_each"):
+            s += f" (slices of the first repeat {m['us_per_heartbeat_each']} us)"
+        if m.get("join_us_per_heartbeat") is not None:
+            s += (f" (joins {_f(m.get('join_us_per_heartbeat'), '{:.0f}')} us, reconciling "
+                  f"{_f(m.get('reconcile_us_per_heartbeat'), '{:.0f}')} us)")
+        return s
+    if kind == "decision":
+        return (f"{_f(m.get('decision_lean_us'), '{:.1f}')} us a heartbeat (owned listed: "
+                f"{_f(m.get('decision_owned_us'), '{:.1f}')} us) = "
+                f"{_f((m.get('share_of_heartbeat') or float('nan')) * 100, '{:.0f}')}% of the broker's "
+                f"{_f(m.get('broker_us_per_heartbeat'), '{:.0f}')} us; whole request path in-process "
+                f"{_f(m.get('request_path_us'), '{:.0f}')} us")
     if kind == "error":
         return m.get("error", "")[:100]
     return json.dumps(m)[:100]
@@ -453,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
                     results.setdefault(r["key"], r)
         for key, metric_runs in runs.items():
             results[key]["metrics"] = merge(metric_runs)
-        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "acl")
+        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "acl", "groups")
                                              for p in args.phases)
         if ctx.stats is not None and main_used:
             mem = ctx.stats.memory_mb()
