@@ -441,16 +441,23 @@ def check_described(ctx: Ctx, variant: Variant, broker, group: str, topic: str, 
 # the scenarios
 
 
-@pytest.mark.parametrize("variant", _params(SPLIT_VARIANTS))
-def test_members_split_partitions_and_a_third_joins(ctx, kt, kbroker, variant):
+def _two_members_reading(ctx, kt, kbroker, variant, tag: str, batch: str):
+    """A fresh topic with 60 records and two members of a new group splitting it, both reading:
+    (topic, group, acknowledged positions, member a, member b)."""
     ctx.use(variant)
     topic = _topic(kt, kbroker)
-    group = f"g-split-{topic}"
-    expected = _produce(kbroker, topic, 60, "first")
+    group = f"g-{tag}-{topic}"
+    expected = _produce(kbroker, topic, 60, batch)
     a = ctx.spawn(variant, kbroker, group, topic, "a")
     b = ctx.spawn(variant, kbroker, group, topic, "b")
     gk.wait_balanced([a, b], PARTITIONS, 60)
     gk.wait_all_read([a, b], expected, 60)
+    return topic, group, expected, a, b
+
+
+@pytest.mark.parametrize("variant", _params(SPLIT_VARIANTS))
+def test_members_split_partitions_and_a_third_joins(ctx, kt, kbroker, variant):
+    topic, group, expected, a, b = _two_members_reading(ctx, kt, kbroker, variant, "split", "first")
     c = ctx.spawn(variant, kbroker, group, topic, "c")
     # cooperative: two rebalances (a and b revoke, then c is given what they released)
     gk.wait_balanced([a, b, c], PARTITIONS, 60)
@@ -470,14 +477,7 @@ def test_members_split_partitions_and_a_third_joins(ctx, kt, kbroker, variant):
 
 @pytest.mark.parametrize("variant", _params(PROTOCOL_VARIANTS))
 def test_killed_member_partitions_move_to_the_survivor_after_the_session(ctx, kt, kbroker, variant):
-    ctx.use(variant)
-    topic = _topic(kt, kbroker)
-    group = f"g-kill-{topic}"
-    expected = _produce(kbroker, topic, 60, "before")
-    a = ctx.spawn(variant, kbroker, group, topic, "a")
-    b = ctx.spawn(variant, kbroker, group, topic, "b")
-    gk.wait_balanced([a, b], PARTITIONS, 60)
-    gk.wait_all_read([a, b], expected, 60)
+    topic, group, expected, a, b = _two_members_reading(ctx, kt, kbroker, variant, "kill", "before")
     killed_at, killed_wall = time.monotonic(), time.time()
     b.kill()  # SIGKILL: no LeaveGroup, no last commit
     gk.wait_for(lambda: a.assignment == set(range(PARTITIONS)), SESSION_S + 20, "the survivor to own every partition",
