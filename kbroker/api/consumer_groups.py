@@ -9,23 +9,20 @@ cluster, until `__consumer_offsets` replicated its records, as an offset commit 
 
 from __future__ import annotations
 
-import base64
-import uuid
-
 from kbroker.api.access import Op, Res, allowed_topics
-from kbroker.api.authorization import NOT_REQUESTED, ResourceType, authorized_operations, permitted
+from kbroker.api.authorization import (
+    NOT_REQUESTED,
+    ResourceType,
+    authorized_operations,
+    permitted,
+)
 from kbroker.api.context import RequestContext
 from kbroker.api.offsets import wait_for_commit_replication
 from kbroker.errors import ErrorCode
-from kbroker.group.consumer_protocol import HeartbeatRequest
+from kbroker.group.consumer_protocol import HeartbeatRequest, new_member_id
 from kbroker.wire.protocol import to_ms
 
 MAX_SUBSCRIBED_TOPICS = 100_000
-
-
-def new_member_id() -> str:
-    """A member id as Kafka's Uuid.randomUuid().toString(): 22 characters of URL-safe base64."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
 def _owned(ctx: RequestContext, topic_partitions) -> dict[str, frozenset[int]] | None:

@@ -13,23 +13,44 @@ the classic protocol, it becomes a classic group again and rebalances.
 
 from __future__ import annotations
 
-import base64
 import logging
-import uuid
 from typing import TYPE_CHECKING, Callable
 
 from kbroker.errors import ErrorCode, KafkaError
 from kbroker.group import consumer_protocol as cp
 from kbroker.group import consumer_records
 from kbroker.group import offsets_format as fmt
-from kbroker.group.consumer_embedded import (decode_assignment, decode_subscription, encode_assignment,
-                                             subscription_version)
-from kbroker.group.consumer_state import (ClassicMeta, ConsumerGroupState, CurrentAssignment, GroupEpoch, Member,
-                                          MemberAssignment, MemberState, MemberSubscription, Record, Subscription,
-                                          SubscriptionMetadata, TargetEpoch, TargetMember, apply)
+from kbroker.group.consumer_embedded import (
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    subscription_version,
+)
+from kbroker.group.consumer_state import (
+    ClassicMeta,
+    ConsumerGroupState,
+    CurrentAssignment,
+    GroupEpoch,
+    Member,
+    MemberAssignment,
+    MemberState,
+    MemberSubscription,
+    Record,
+    Subscription,
+    SubscriptionMetadata,
+    TargetEpoch,
+    TargetMember,
+    apply,
+)
 from kbroker.group.metadata import GroupMetadata, MemberMetadata
 from kbroker.group.state import GroupState
-from kbroker.group.types import JoinCallback, JoinResult, SyncCallback, SyncResult, append_error
+from kbroker.group.types import (
+    JoinCallback,
+    JoinResult,
+    SyncCallback,
+    SyncResult,
+    append_error,
+)
 from kbroker.wire.primitives import DecodeError
 
 logger = logging.getLogger(__name__)
@@ -37,10 +58,6 @@ logger = logging.getLogger(__name__)
 E = ErrorCode
 S = GroupState
 CONSUMER = "consumer"
-
-
-def new_member_id() -> str:
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
 class ClassicMembersMixin:
@@ -194,7 +211,7 @@ class ClassicMembersMixin:
             return
         unknown = member_id == ""
         if unknown:
-            member_id = new_member_id()
+            member_id = cp.new_member_id()
             if require_known_member_id and instance_id is None:
                 respond(JoinResult(member_id, E.member_id_required))
                 return

@@ -15,6 +15,8 @@ its instance id takes it over). Regular-expression subscriptions are RE2 (group/
 
 from __future__ import annotations
 
+import base64
+import uuid
 from dataclasses import dataclass, field, replace
 from typing import Callable, Mapping
 
@@ -22,12 +24,32 @@ from kbroker.errors import ErrorCode
 from kbroker.group import assignors as assignor_lib
 from kbroker.group import subscriptions
 from kbroker.group.consumer_reconcile import reconcile
-from kbroker.group.consumer_state import (LEAVE_EPOCH, STATIC_LEAVE_EPOCH, Assignment, ClassicMeta, ConsumerGroupState,
-                                          CurrentAssignment, GroupEpoch, Member, MemberAssignment, MemberState,
-                                          MemberSubscription, Record, Subscription, SubscriptionMetadata,
-                                          TargetEpoch, TargetMember, apply)
+from kbroker.group.consumer_state import (
+    LEAVE_EPOCH,
+    STATIC_LEAVE_EPOCH,
+    Assignment,
+    ClassicMeta,
+    ConsumerGroupState,
+    CurrentAssignment,
+    GroupEpoch,
+    Member,
+    MemberAssignment,
+    MemberState,
+    MemberSubscription,
+    Record,
+    Subscription,
+    SubscriptionMetadata,
+    TargetEpoch,
+    TargetMember,
+    apply,
+)
 
 E = ErrorCode
+
+
+def new_member_id() -> str:
+    """A member id as Kafka's Uuid.randomUuid().toString(): 22 characters of URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode("ascii").rstrip("=")
 
 
 class GroupError(Exception):
@@ -325,16 +347,6 @@ def rebalance_expired(group: ConsumerGroupState, member_id: str, epoch: int) -> 
 
 
 # -- subscriptions and the target assignment ---------------------------------------------------------
-
-def resolved_topics(sub: Subscription, env: GroupEnv) -> set[str]:
-    """The existing topics a member subscribes to: by name, and by regular expression (internal
-    topics never match an expression)."""
-    topics = {t for t in sub.topic_names if t in env.topics}
-    if sub.topic_regex:
-        topics |= subscriptions.resolve_regexes([sub.topic_regex], env.topics,
-                                                exclude=env.internal_topics)[sub.topic_regex]
-    return topics
-
 
 def subscription_metadata(group: ConsumerGroupState, env: GroupEnv) -> dict[str, int]:
     """Partition counts of every topic the group subscribes to: a change moves the group epoch."""
