@@ -703,6 +703,12 @@ def phase_groups(ctx: Ctx) -> list[dict]:
     finally:
         broker.stop()
         shutil.rmtree(broker.data, ignore_errors=True)
+    return rows + phase_groups_cpu(ctx)
+
+
+def phase_groups_cpu(ctx: Ctx) -> list[dict]:
+    """The heartbeat-CPU half of the phase alone (`--only groups-cpu`)."""
+    rows: list[dict] = []
     broker = OwnBroker(ctx.base, "groups-cpu", [*CPU_OVERRIDES, *ctx.overrides], ctx.log_level)
     ctx.side_brokers.append(broker)
     broker.start()

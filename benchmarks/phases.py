@@ -581,6 +581,13 @@ def phase_groups(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_groups_cpu(ctx: Ctx) -> list[dict]:
+    """The heartbeat-CPU part of `groups` alone (benchmarks/groups.py)."""
+    from benchmarks.groups import phase_groups_cpu as run
+
+    return run(ctx)
+
+
 def phase_acl(ctx: Ctx) -> list[dict]:
     """ACL authorization on brokers of their own: produce and fetch requests with the AclAuthorizer
     and 10,000 ACLs next to no authorizer (benchmarks/acl.py)."""
@@ -610,10 +617,11 @@ PHASES = {
     "acl": phase_acl,
     "quotas": phase_quotas,
     "groups": phase_groups,
+    "groups-cpu": phase_groups_cpu,
     "cluster": phase_cluster,
     "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,
 }
-REPEATABLE = {"produce", "metrics", "consume", "downconvert", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security", "acl", "groups"}
+REPEATABLE = {"produce", "metrics", "consume", "downconvert", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security", "acl", "groups", "groups-cpu"}
 # left out of --quick and of runs against --bootstrap unless named in --only
-OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "downconvert", "acl", "groups"}
+OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "downconvert", "acl", "groups", "groups-cpu"}

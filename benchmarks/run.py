@@ -489,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
                     results.setdefault(r["key"], r)
         for key, metric_runs in runs.items():
             results[key]["metrics"] = merge(metric_runs)
-        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "acl", "groups")
+        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "acl", "groups", "groups-cpu")
                                              for p in args.phases)
         if ctx.stats is not None and main_used:
             mem = ctx.stats.memory_mb()

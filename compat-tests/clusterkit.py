@@ -8,6 +8,7 @@ Short ZooKeeper sessions (`SESSION_MS`) keep failovers quick; every wait is boun
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -197,14 +198,22 @@ def read_all(bootstrap: str, topic: str, num_partitions: int, timeout_s: float =
              **config) -> dict[int, list[tuple[int, bytes]]]:
     """Everything up to each partition's high watermark, by assign (no group); `config` adds client
     settings (a secured listener's)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "verify", "enable.auto.commit": False,
                          "auto.offset.reset": "earliest", "isolation.level": "read_uncommitted", **config})
     try:
         ends = {}
         for p in range(num_partitions):
-            _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)
+            for attempt in itertools.count():
+                try:
+                    _low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=20)
+                    break
+                except KafkaException as exc:  # a leader elected a moment ago: its high watermark is not
+                    # caught up yet (KIP-207's OFFSET_NOT_AVAILABLE), as a Kafka client retries it
+                    if exc.args[0].code() != KafkaError.OFFSET_NOT_AVAILABLE or attempt >= 40:
+                        raise
+                    time.sleep(0.25)
             ends[p] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in range(num_partitions)])
         got: dict[int, list[tuple[int, bytes]]] = defaultdict(list)

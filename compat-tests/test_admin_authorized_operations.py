@@ -16,7 +16,7 @@ pytestmark = pytest.mark.timeout(180)
 TOPIC_OPS = {"READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}
 CLUSTER_OPS = {"CREATE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS", "ALTER_CONFIGS", "IDEMPOTENT_WRITE", "ALTER",
                "DESCRIBE"}
-GROUP_OPS = {"READ", "DESCRIBE", "DELETE"}
+GROUP_OPS = {"READ", "DESCRIBE", "DELETE", "DESCRIBE_CONFIGS", "ALTER_CONFIGS"}  # Kafka 4's (group configs)
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import logging
 import socket
 import time
 import uuid
+from collections.abc import Iterator, Mapping
 
 from kbroker.api.authorization import AclAuthorizerAdapter, authorizer_from_config
 from kbroker.config import BrokerConfig, log_config_for, validate_topic_configs
@@ -272,6 +273,8 @@ class Broker:
 
     async def ensure_offsets_topic(self) -> None:
         """`__consumer_offsets` is created on first use, as Kafka does, compacted."""
+        if self.metadata.topic(OFFSETS_TOPIC) is not None:  # every group request asks: answered first
+            return
         c = self.config
         await self._ensure_internal_topic(
             OFFSETS_TOPIC, c.get("offsets.topic.num.partitions"), c.get("offsets.topic.replication.factor"),
@@ -549,6 +552,28 @@ def _txn_config(config: BrokerConfig) -> TransactionConfig:
     )
 
 
+class PartitionCounts(Mapping[str, int]):
+    """topic -> partition count, read through from the metadata's live topics (a heartbeat asks for
+    one or two topics; copying every topic's count for it would cost as many topics as there are)."""
+
+    __slots__ = ("_topics",)
+
+    def __init__(self, topics: Mapping[str, TopicInfo]) -> None:
+        self._topics = topics
+
+    def __getitem__(self, name: str) -> int:
+        return self._topics[name].num_partitions
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._topics
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._topics)
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+
 def _group_config(config: BrokerConfig) -> GroupConfig:
     c = config.get
     for key in ("heartbeat.interval.ms", "session.timeout.ms"):  # Kafka's GroupCoordinatorConfig checks
@@ -586,8 +611,8 @@ class MetadataTopics:
     def __init__(self, metadata) -> None:
         self.metadata = metadata
 
-    def partition_counts(self) -> dict[str, int]:
-        return {name: info.num_partitions for name, info in self.metadata.topics().items()}
+    def partition_counts(self) -> Mapping[str, int]:
+        return PartitionCounts(self.metadata.topics())
 
     def topic_id(self, name: str):
         info = self.metadata.topic(name)

@@ -46,6 +46,7 @@ from kbroker.api import (
 from kbroker.api.authorization import CLUSTER_NAME, AclOperation, ResourceType, permitted
 from kbroker.api.context import Deferred, RequestContext
 from kbroker.errors import ErrorCode, error_code_of
+from kbroker.wire import consumer_group_heartbeat as consumer_group_heartbeat_codec
 from kbroker.wire.fetch_response import encode_fetch_response
 from kbroker.wire.metadata_response import encode_metadata_response
 from kbroker.wire.produce_request import decode_produce_request
@@ -107,7 +108,7 @@ DISPATCH: dict[int, ApiSpec] = {
     12: ApiSpec("Heartbeat", 0, 4, groups.heartbeat),
     13: ApiSpec("LeaveGroup", 0, 5, groups.leave_group),
     14: ApiSpec("SyncGroup", 0, 5, groups.sync_group),
-    15: ApiSpec("DescribeGroups", 0, 5, groups.describe_groups),
+    15: ApiSpec("DescribeGroups", 0, 6, groups.describe_groups),  # v6: GROUP_ID_NOT_FOUND (KIP-1043)
     16: ApiSpec("ListGroups", 0, 5, groups.list_groups),
     17: ApiSpec("SaslHandshake", 0, 1, sasl.sasl_handshake, sasl_only=True),
     18: ApiSpec("ApiVersions", 0, 4, api_versions.handle),
@@ -178,6 +179,8 @@ async def handle_frame(broker, frame: bytes, client_host: str = "",
     decode_started = perf_counter_ns() if quotas else 0
     if header.api_key == PRODUCE_KEY:
         request = decode_produce_request(header.api_version, frame, body_offset)
+    elif header.api_key == consumer_group_heartbeat_codec.API_KEY:
+        request = consumer_group_heartbeat_codec.decode_request(header.api_version, frame, body_offset)
     else:
         request = decode_request(header, frame, body_offset)
     ctx = RequestContext(header, broker, client_host, session)
@@ -224,6 +227,8 @@ def _encode(header, data: Any) -> bytes | list | None:
         return encode_metadata_response(header.api_version, header.correlation_id, data)
     if header.api_key == PRODUCE_KEY:
         return encode_produce_response(header.api_version, header.correlation_id, data)
+    if header.api_key == consumer_group_heartbeat_codec.API_KEY:
+        return consumer_group_heartbeat_codec.encode_response(header.api_version, header.correlation_id, data)
     return encode_response(header, build_response(header, data))
 
 

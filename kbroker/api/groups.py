@@ -113,16 +113,20 @@ async def describe_groups(ctx: RequestContext, request) -> dict:
     out = []
     for group_id in request.groups:
         if not permitted(ctx, Op.DESCRIBE, Res.GROUP, group_id):
-            out.append({"error_code": ErrorCode.group_authorization_failed, "group_id": group_id, "group_state": "",
+            out.append({"error_code": ErrorCode.group_authorization_failed, "error_message": None,
+                        "group_id": group_id, "group_state": "",
                         "protocol_type": "", "protocol_data": "", "members": [],
                         "authorized_operations": NOT_REQUESTED})
             continue
         error, summary = coordinator.describe_group(group_id)
+        if error == ErrorCode.group_id_not_found and ctx.version < 6:
+            error = ErrorCode.none  # before KIP-1043 (v6) such a group is only Dead
         operations = NOT_REQUESTED
         if include_operations and error == ErrorCode.none:  # Kafka: only for groups described without error
             operations = authorized_operations(ResourceType.GROUP, group_id, ctx)
         out.append({
-            "error_code": error, "group_id": group_id, "group_state": summary.state,
+            "error_code": error, "error_message": summary.message if error == ErrorCode.group_id_not_found else None,
+            "group_id": group_id, "group_state": summary.state,
             "protocol_type": summary.protocol_type, "protocol_data": summary.protocol,
             "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
                          "client_id": m.client_id, "client_host": m.client_host,

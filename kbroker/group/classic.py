@@ -534,12 +534,18 @@ class ClassicGroupsMixin:
         return E.none, results
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
+        """DescribeGroups of one group. A group this coordinator does not have as a classic group
+        (none, or a consumer-protocol group) is GROUP_ID_NOT_FOUND with the state Dead and Kafka's
+        message (`summary.message`); DescribeGroups v0-5 answer it without the error."""
         error = self._validate_status(group_id, allow_empty_id=True)
         if error is not None:
             return error, GroupSummary(group_id, "", "", "", [])
         group = self.groups.get(group_id)
-        if group is None:
-            return E.none, GroupSummary(group_id, S.DEAD.value, "", "", [])
+        if group is None or (group.consumer is not None and group.consumer.deleted):
+            return E.group_id_not_found, GroupSummary(group_id, S.DEAD.value, "", "", [], f"Group {group_id} not found.")
+        if group.consumer is not None:
+            return E.group_id_not_found, GroupSummary(group_id, S.DEAD.value, "", "", [],
+                                                      f"Group {group_id} is not a classic group.")
         stable = group.is_(S.STABLE)
         members = [MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                                  meta if stable else b"", m.assignment if stable else b"")

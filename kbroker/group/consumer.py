@@ -95,10 +95,11 @@ class ConsumerGroupsMixin:
         stored = self.group_configs(group_id) if self.group_configs is not None else None
         return dynamic_configs.timeouts(self.config, stored)
 
-    def consumer_env(self, group_id: str | None = None) -> cp.GroupEnv:
+    def consumer_env(self, group_id: str | None = None,
+                     timeouts: dynamic_configs.GroupTimeouts | None = None) -> cp.GroupEnv:
         c = self.config
-        t = self.consumer_timeouts(group_id) if group_id is not None else \
-            dynamic_configs.GroupTimeouts(c.consumer_heartbeat_interval_ms, c.consumer_session_timeout_ms)
+        t = timeouts or (self.consumer_timeouts(group_id) if group_id is not None else
+                         dynamic_configs.GroupTimeouts(c.consumer_heartbeat_interval_ms, c.consumer_session_timeout_ms))
         return cp.GroupEnv(self.clock(), self.topics.partition_counts(), t.heartbeat_interval_ms,
                            t.session_timeout_ms, c.consumer_max_size, c.consumer_assignors,
                            self.topics.partition_racks, self.topics.internal_topics())
@@ -127,7 +128,8 @@ class ConsumerGroupsMixin:
                 assert group is not None
                 self.downgrade_to_classic_group(group, leaving)
                 return HeartbeatResult(cp.HeartbeatResponse(request.member_id, request.member_epoch), True)
-            decision = cp.heartbeat(state, request, self.consumer_env(group_id))
+            timeouts = self.consumer_timeouts(group_id)
+            decision = cp.heartbeat(state, request, self.consumer_env(group_id, timeouts))
         except cp.GroupError as exc:
             return failed(exc.code, exc.message)
         except KafkaError as exc:  # an upgrade or downgrade could not be written
@@ -137,7 +139,7 @@ class ConsumerGroupsMixin:
             self._commit_consumer_records(group_id, decision.records)
         except KafkaError as exc:
             return failed(append_error(exc, for_commit=False))
-        self._consumer_timers(group_id, decision, request)
+        self._consumer_timers(group_id, decision, request, timeouts.session_timeout_ms)
         assert decision.response is not None
         return HeartbeatResult(decision.response, bool(decision.records))
 
@@ -187,7 +189,8 @@ class ConsumerGroupsMixin:
             apply(group.consumer, record)
 
     # -- timers ---------------------------------------------------------------------------------------
-    def _consumer_timers(self, group_id: str, decision: cp.Decision, request: cp.HeartbeatRequest) -> None:
+    def _consumer_timers(self, group_id: str, decision: cp.Decision, request: cp.HeartbeatRequest,
+                         session_timeout_ms: int) -> None:
         for member_id in decision.removed:
             self.timers.cancel(("chb", group_id, member_id))
             self.timers.cancel(("crb", group_id, member_id))
@@ -201,8 +204,7 @@ class ConsumerGroupsMixin:
             return  # gone, or a static member away: its session timer (not renewed) ends it
         now = self.clock()
         classic = member.subscription.classic
-        session_ms = classic.session_timeout_ms if classic is not None else \
-            self.consumer_timeouts(group_id).session_timeout_ms
+        session_ms = classic.session_timeout_ms if classic is not None else session_timeout_ms
         self.timers.schedule(("chb", group_id, member_id), now + session_ms,
                              lambda: self._consumer_session_expired(group_id, member_id))
         if member.current.state == MemberState.UNREVOKED_PARTITIONS:

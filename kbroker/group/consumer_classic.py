@@ -239,7 +239,7 @@ class ClassicMembersMixin:
         except KafkaError as exc:
             respond(JoinResult(member_id, append_error(exc, for_commit=False)))
             return
-        self._consumer_timers(gid, decision, request)
+        self._consumer_timers(gid, decision, request, session_timeout_ms)
         member = state.members[member_id]
         respond(JoinResult(member_id, E.none, member.epoch, CONSUMER, protocols[0][0], "", []))
 

@@ -45,6 +45,7 @@ logger = logging.getLogger(__name__)
 
 S = GroupState
 E = ErrorCode
+PARTITION_CACHE_SIZE = 100_000  # group ids whose partition is remembered (then forgotten all at once)
 
 
 class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, ClassicMembersMixin, TxnOffsetsMixin):
@@ -62,10 +63,16 @@ class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, ClassicMembersMi
         self.consumer_rebalances: dict[str, int] = {}
         self.consumer_rebalances_total = 0
         self.topics: TopicSource = NoTopics()  # the broker sets its metadata here
+        self._partitions: dict[str, int] = {}  # group id -> its __consumer_offsets partition (a hash)
 
     # -- routing and status -------------------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.config.offsets_topic_partitions)
+        cached = self._partitions.get(group_id)
+        if cached is None:
+            if len(self._partitions) >= PARTITION_CACHE_SIZE:
+                self._partitions.clear()
+            cached = self._partitions[group_id] = partition_for(group_id, self.config.offsets_topic_partitions)
+        return cached
 
     def _validate_status(self, group_id: str | None, *, allow_empty_id: bool = False) -> ErrorCode | None:
         if group_id is None or (not group_id and not allow_empty_id):

@@ -90,6 +90,7 @@ class GroupSummary:
     protocol_type: str
     protocol: str
     members: list[MemberSummary]
+    message: str | None = None  # why it is GROUP_ID_NOT_FOUND
 
 
 class OffsetsLog(Protocol):

@@ -144,7 +144,8 @@ _Op = AclOperation
 SUPPORTED_OPERATIONS: dict[ResourceType, frozenset[AclOperation]] = {
     ResourceType.TOPIC: frozenset({_Op.READ, _Op.WRITE, _Op.CREATE, _Op.DESCRIBE, _Op.DELETE, _Op.ALTER,
                                    _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS}),
-    ResourceType.GROUP: frozenset({_Op.READ, _Op.DESCRIBE, _Op.DELETE}),
+    # Kafka 4's: the GROUP config resource (KIP-848) is described and altered with these two
+    ResourceType.GROUP: frozenset({_Op.READ, _Op.DESCRIBE, _Op.DELETE, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS}),
     ResourceType.CLUSTER: frozenset({_Op.CREATE, _Op.CLUSTER_ACTION, _Op.DESCRIBE_CONFIGS, _Op.ALTER_CONFIGS,
                                      _Op.IDEMPOTENT_WRITE, _Op.ALTER, _Op.DESCRIBE}),
     ResourceType.TRANSACTIONAL_ID: frozenset({_Op.DESCRIBE, _Op.WRITE}),

@@ -42,6 +42,7 @@ RECEIVE_CHUNK = 256 * 1024
 LARGE_FRAME = 64 * 1024  # frames larger than this are received straight into their own buffer
 REUSE_LIMIT = 8 * 1024 * 1024  # the largest frame buffer a connection keeps between requests
 SENDFILE_MIN = 64 * 1024  # smaller record data is read and sent with the header in one write
+COALESCE_MAX = 64 * 1024  # answers to pipelined requests are sent together up to this many bytes
 
 
 async def _recv_into(sock, view: memoryview, idle_timeout: float = float("inf")) -> int:
@@ -289,6 +290,7 @@ class KafkaServer:
         authenticated, phase = session.authenticated, session.phase
         throttled = conn.mute
         max_frame = self.config.get("socket.request.max.bytes")
+        unsent = bytearray()  # answers held while the next pipelined request is already buffered
         while not self._shutting_down:
             if conn.muted_until:  # throttled by a client quota: nothing is read until it ends (KIP-219)
                 await trio.sleep_until(conn.muted_until)
@@ -313,9 +315,29 @@ class KafkaServer:
                 if session.unframed_tokens:  # after a v0 SaslHandshake: a bare token, answered bare
                     response = _unframed_answer(session, frame)
                 else:
-                    response = await handle_frame(self.broker, frame, peer, session, throttled)
+                    try:
+                        response = await handle_frame(self.broker, frame, peer, session, throttled)
+                    except ProtocolError:
+                        if unsent:  # the answers before the bad request still go out
+                            await send(sock, bytes(unsent))
+                        raise
                 if isinstance(response, Deferred) or conn.owed:
+                    if unsent:
+                        await send(sock, bytes(unsent))
+                        unsent.clear()
                     await self._owe(conn, writer, io, peer, response)
+                elif isinstance(response, bytes) and decoder.has_frame() and not conn.muted_until \
+                        and len(unsent) + len(response) <= COALESCE_MAX and session.phase is phase:
+                    unsent += response  # pipelined requests: their answers leave in one write
+                elif unsent:
+                    if isinstance(response, bytes):
+                        unsent += response
+                        await send(sock, bytes(unsent))
+                    else:
+                        await send(sock, bytes(unsent))
+                        if response is not None:
+                            await send(sock, response)
+                    unsent.clear()
                 elif response is not None:
                     await send(sock, response)
             conn.handling = False
@@ -333,6 +355,8 @@ class KafkaServer:
                     decoder.max_frame_size = min(max_frame, security.max_receive_size)
                     decoder.limit_name = "sasl.server.max.receive.size"
             await trio.lowlevel.checkpoint()  # one yield per request: other connections get their turn
+        if unsent:  # shutting down with answers held
+            await send(sock, bytes(unsent))
 
     async def _owe(self, conn: _Connection, writer: trio.Nursery, io, peer: str, response) -> None:
         """Queue an answer behind the ones still owed; the writer sends them in request order."""

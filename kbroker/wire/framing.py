@@ -47,6 +47,10 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buffer)
 
+    def has_frame(self) -> bool:
+        """Whether a whole frame is buffered (next_frame() would return it)."""
+        return self._expected is not None and len(self._buffer) >= self._expected + 4
+
     def next_frame(self) -> bytearray | None:
         """The next whole frame (writable: the Produce path patches record batches in place)."""
         if self._expected is None or len(self._buffer) < self._expected + 4:

@@ -79,7 +79,7 @@ def test_option_refusals_are_kafkas(argv, words):
 
 @pytest.mark.parametrize("argv, words", [
     (["--add", "--allow-principal", "User:a", "--operation", "Write", "--group", "g"],
-     "ResourceType GROUP only supports operations All, Read, Delete, Describe"),
+     "ResourceType GROUP only supports operations All, Read, Delete, Describe, DescribeConfigs, AlterConfigs"),
     (["--add", "--allow-principal", "User:a", "--operation", "Fly", "--topic", "t"], "unknown operation 'Fly'"),
     (["--add", "--allow-principal", "User:a", "--resource-pattern-type", "glob", "--topic", "t"],
      "Unknown resource-pattern-type: glob"),

@@ -46,3 +46,18 @@ def test_group_epoch_bumps_are_counted_not_replayed(broker):
     coordinator.load_partition(partition)
     assert coordinator.groups["g"].consumer.epoch == 2 and coordinator.consumer_rebalances == {}
     assert coordinator.consumer_rebalances_total == 2  # Kafka's count since start
+
+
+def test_describe_groups_v6_says_group_id_not_found_where_v5_says_dead(broker):
+    """KIP-1043: DescribeGroups v6 answers a group that is not a classic group — unknown, or a
+    consumer-protocol group — GROUP_ID_NOT_FOUND with Kafka's message; v0-5 only call it Dead."""
+    beat(broker, "m1", 0)  # "g": a consumer-protocol group
+    request = {"groups": ["g", "nope"], "include_authorized_operations": True}
+    g, nope = ask(broker, 15, 6, request).groups
+    assert (g.error_code, g.group_state, g.error_message) == (E.group_id_not_found, "Dead",
+                                                              "Group g is not a classic group.")
+    assert (nope.error_code, nope.group_state, nope.error_message) == (E.group_id_not_found, "Dead",
+                                                                       "Group nope not found.")
+    assert g.authorized_operations == nope.authorized_operations == -2**31  # only for groups described
+    for old in ask(broker, 15, 5, request).groups:
+        assert (old.error_code, old.group_state, old.members) == (E.none, "Dead", ())
