@@ -23,6 +23,8 @@ from kbroker.config_defs import as_list, assignor_names
 from kbroker.dynamic_config import apply_stored
 from kbroker.delayed.format import DELAYED_TOPIC
 from kbroker.delayed.service import DelayService
+from kbroker.share.manager import SharePartitionManager
+from kbroker.share.partition_types import ShareConfig
 from kbroker.errors import (
     CoordinatorNotAvailableError,
     ErrorCode,
@@ -155,6 +157,13 @@ class Broker:
                                                   now_ms)
         self.group_coordinator.topics = MetadataTopics(self.metadata)
         self.group_coordinator.group_configs = self.metadata.group_configs  # per-group configs (KIP-848)
+        self.share_manager = SharePartitionManager(  # share groups' partitions led here (KIP-932)
+            self.replica_manager, ShareConfig(
+                record_lock_duration_ms=config.get("group.share.record.lock.duration.ms"),
+                max_record_locks=config.get("group.share.partition.max.record.locks"),
+                delivery_count_limit=config.get("group.share.delivery.count.limit")),
+            now_ms, self.metadata.group_configs, config.get("group.share.max.share.sessions"))
+        self.group_coordinator.share_member_gone.append(self.share_manager.member_gone)
         self.txn_coordinator = TransactionCoordinator(
             _txn_config(config),
             TransactionStateLog(self.replica_manager, now_ms, cluster=self.cluster,
@@ -536,6 +545,7 @@ class Broker:
             (c.get("log.flush.start.offset.checkpoint.interval.ms") / 1000, lm.checkpoint_log_start_offsets),
             (c.get("offsets.retention.check.interval.ms") / 1000, self.group_coordinator.expire_offsets),
             (60.0, self.client_quotas.expire),  # quota sensors idle for an hour
+            (0.1, self.share_manager.expire_locks),  # share-groups' record locks that timed out
             *([(c.get("replica.lag.time.max.ms") / 2000, self.replica_manager.maybe_shrink_isr)] if self.cluster else []),
         ]
 
@@ -601,6 +611,9 @@ def _group_config(config: BrokerConfig) -> GroupConfig:
         consumer_max_size=c("group.consumer.max.size"),
         consumer_assignors=assignor_names(c("group.consumer.assignors")),
         consumer_migration_policy=str(c("group.consumer.migration.policy")).lower(),
+        share_heartbeat_interval_ms=c("group.share.heartbeat.interval.ms"),
+        share_session_timeout_ms=c("group.share.session.timeout.ms"),
+        share_max_size=c("group.share.max.size"),
     )
 
 

@@ -163,7 +163,7 @@ _OVERRIDES = _Overrides()
 
 def _protocols_ok(value: Any) -> bool:
     names = [v.strip().lower() for v in as_list(value)]
-    return "classic" in names and all(n in ("classic", "consumer") for n in names)
+    return "classic" in names and all(n in ("classic", "consumer", "share") for n in names)
 
 
 ASSIGNOR_CLASSES = {
@@ -341,8 +341,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("group.max.session.timeout.ms", _I, 1800000, "Largest session timeout a member may ask for."),
         ConfigDef("group.max.size", _I, 2147483647, "Most members of one consumer group.", _at_least(1)),
         ConfigDef("group.coordinator.rebalance.protocols", _LIST, "classic,consumer",
-                  "Group protocols served: classic (JoinGroup/SyncGroup) and consumer (KIP-848, "
-                  "ConsumerGroupHeartbeat).", Rule(_protocols_ok, "must list classic, and consumer if wanted")),
+                  "Group protocols served: classic (JoinGroup/SyncGroup), consumer (KIP-848, "
+                  "ConsumerGroupHeartbeat) and share (KIP-932 share groups, off by default until they are "
+                  "complete).", Rule(_protocols_ok, "must list classic, and consumer or share if wanted")),
         ConfigDef("group.consumer.heartbeat.interval.ms", _I, 5000,
                   "How often consumer-protocol members heartbeat.", _at_least(1)),
         ConfigDef("group.consumer.min.heartbeat.interval.ms", _I, 5000,
@@ -365,6 +366,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
                   "Server-side assignors of consumer-protocol groups, the first the default (Kafka's class names "
                   "or the short names uniform and range).", Rule(_assignors_ok, "must list uniform and/or range "
                                                                       "(or Kafka's UniformAssignor/RangeAssignor)")),
+        # share groups (KIP-932); served when group.coordinator.rebalance.protocols lists share
+        ConfigDef("group.share.heartbeat.interval.ms", _I, 5000, "How often share-group members heartbeat.",
+                  _at_least(1)),
+        ConfigDef("group.share.session.timeout.ms", _I, 45000,
+                  "A share-group member silent this long is removed (its acquired records go back).", _at_least(1)),
+        ConfigDef("group.share.max.size", _I, 200, "Most members of one share group.", _at_least(1)),
+        ConfigDef("group.share.record.lock.duration.ms", _I, 30000,
+                  "How long a share-group member holds the records it acquired before they go back.", _at_least(1000)),
+        ConfigDef("group.share.delivery.count.limit", _I, 5,
+                  "Deliveries of one record to a share group before it is archived.", _at_least(2)),
+        ConfigDef("group.share.partition.max.record.locks", _I, 2000,
+                  "Most records of one share-partition acquired at once.", _at_least(100)),
+        ConfigDef("group.share.max.share.sessions", _I, 2000, "Most share sessions this broker holds.",
+                  _at_least(1)),
         ConfigDef("transactional.id.expiration.ms", _I, 604800000,
                   "A transactional id idle (no transaction) for this long is forgotten.", _at_least(1)),
         ConfigDef("request.timeout.ms", _I, 30000,

@@ -37,6 +37,8 @@ from kbroker.api import (
     client_quotas,
     sasl,
     scram_credentials,
+    share_fetch,
+    share_groups,
     throttling,
     topics,
     transaction_listing,
@@ -148,6 +150,10 @@ DISPATCH: dict[int, ApiSpec] = {
     66: ApiSpec("ListTransactions", 0, 1, transaction_listing.list_transactions),
     68: ApiSpec("ConsumerGroupHeartbeat", 0, 1, consumer_groups.consumer_group_heartbeat, group_protocol="consumer"),
     69: ApiSpec("ConsumerGroupDescribe", 0, 1, consumer_groups.consumer_group_describe, group_protocol="consumer"),
+    76: ApiSpec("ShareGroupHeartbeat", 1, 1, share_groups.share_group_heartbeat, group_protocol="share"),
+    77: ApiSpec("ShareGroupDescribe", 1, 1, share_groups.share_group_describe, group_protocol="share"),
+    78: ApiSpec("ShareFetch", 1, 2, share_fetch.share_fetch, group_protocol="share"),
+    79: ApiSpec("ShareAcknowledge", 1, 2, share_fetch.share_acknowledge, group_protocol="share"),
 }
 
 

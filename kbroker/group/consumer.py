@@ -89,6 +89,7 @@ class ConsumerGroupsMixin:
         def should_downgrade(self, state: ConsumerGroupState, leaving: str) -> bool: ...
         def downgrade_to_classic_group(self, group: GroupMetadata, leaving: str) -> None: ...
         def remove_consumer_member(self, group_id: str, member_id: str) -> None: ...
+        def is_share_group(self, group_id: str) -> bool: ...
 
     def consumer_timeouts(self, group_id: str) -> dynamic_configs.GroupTimeouts:
         """The group's heartbeat interval and session timeout: its own configs', else the broker's."""
@@ -117,6 +118,8 @@ class ConsumerGroupsMixin:
                           "(group.coordinator.rebalance.protocols).")
         try:
             cp.validate(request, group_id, version, self.config.consumer_assignors)
+            if self.is_share_group(group_id):
+                raise cp.GroupError(E.group_id_not_found, f"Group {group_id} is not a consumer group.")
             group = self.groups.get(group_id)
             if group is not None and group.consumer is None and (group.members or not group.is_(GroupState.EMPTY)):
                 if request.member_epoch != 0 or not self.can_upgrade(group):

@@ -2,7 +2,8 @@
 partitions — routing (which partition coordinates a group), loading them from the log when this
 broker becomes their leader and dropping them when it stops, the timers, committed offsets
 (commit, fetch, delete, expire), listing and deleting groups. Each group protocol is its own
-module mixed in: the classic one (classic.py); transactional offset commits are txn_offsets'.
+module mixed in: the classic one (classic.py), the consumer protocol (consumer.py, consumer_classic.py),
+share groups (share.py); transactional offset commits are txn_offsets'.
 
 Everything here is synchronous and driven by an injected clock: join and sync answers are
 delivered through callbacks when the group completes, and timeouts live in a TimerQueue that
@@ -24,6 +25,7 @@ from kbroker.group.consumer_classic import ClassicMembersMixin
 from kbroker.group.consumer import ConsumerGroupsMixin, NoTopics, TopicSource, consumer_commit_error
 from kbroker.group.metadata import GroupMetadata, OffsetAndMetadata
 from kbroker.group.offsets_replay import OffsetsReplay
+from kbroker.group.share import ShareGroupsMixin
 from kbroker.group.state import GroupState
 from kbroker.group.timers import TimerQueue
 from kbroker.group.txn_offsets import TxnOffsetsMixin, drop_pending_txn_offsets
@@ -48,7 +50,7 @@ E = ErrorCode
 PARTITION_CACHE_SIZE = 100_000  # group ids whose partition is remembered (then forgotten all at once)
 
 
-class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, ClassicMembersMixin, TxnOffsetsMixin):
+class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, ClassicMembersMixin, ShareGroupsMixin, TxnOffsetsMixin):
     def __init__(self, config: GroupConfig, log: OffsetsLog, clock: Callable[[], int]) -> None:
         self.config = config
         self.log = log
@@ -64,6 +66,8 @@ class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, ClassicMembersMi
         self.consumer_rebalances_total = 0
         self.topics: TopicSource = NoTopics()  # the broker sets its metadata here
         self._partitions: dict[str, int] = {}  # group id -> its __consumer_offsets partition (a hash)
+        self.share_groups: dict = {}  # group id -> share_protocol.ShareGroupState (share.py)
+        self.share_member_gone: list = []  # (group id, member id) listeners: the share-partitions
 
     # -- routing and status -------------------------------------------------------------------------
     def partition_for(self, group_id: str) -> int:
@@ -353,7 +357,9 @@ class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, ClassicMembersMi
             self._join_ops.pop(group_id, None)
             self.consumer_rebalances.pop(group_id, None)
             answer_parked_not_coordinator(self.groups.pop(group_id))
-
+        for group_id in [g for g in self.share_groups if self.partition_for(g) == partition]:
+            for member_id in self.share_groups.pop(group_id).members:  # in memory only (share.py)
+                self.timers.cancel(("shb", group_id, member_id))
 
     def shutdown(self) -> None:
         """Stop coordinating: parked joins and syncs are answered NOT_COORDINATOR (as when Kafka

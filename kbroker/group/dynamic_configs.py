@@ -6,22 +6,39 @@ IncrementalAlterConfigs / AlterConfigs, resource type 32) take the place of the 
 Pure: the names, Kafka's validation (GroupConfigManager.validate: each value against the broker's
 `group.consumer.min/max.*` bounds, the heartbeat interval below the session timeout, with Kafka's
 INVALID_CONFIG words), the rows DescribeConfigs shows, and the values the coordinator uses. The
-stored strings live beside the metadata (kbroker/metadata/group_configs.py). Share groups'
-`share.*` keys come with share groups. Imports no storage: kbroker.config (which reads log
+stored strings live beside the metadata (kbroker/metadata/group_configs.py). Share groups have
+`share.auto.offset.reset` (where the share-partitions of a new share group start). Imports no storage: kbroker.config (which reads log
 settings) is the API's to use.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Mapping
 
-from kbroker.config_defs import ConfigDef, ConfigSource, ConfigType, Range, format_value, parse_value
+from kbroker.config_defs import ConfigDef, ConfigSource, ConfigType, Range, Rule, format_value, parse_value
 from kbroker.errors import InvalidConfigError
 from kbroker.group.types import GroupConfig
 
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
+SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+_DURATION = re.compile(r"by_duration:P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
+
+
+def reset_duration_ms(value: str) -> int | None:
+    """The milliseconds of a `by_duration:<ISO-8601 duration>` reset (PnDTnHnMn.nS), None for another value."""
+    m = _DURATION.fullmatch(value.strip())
+    if m is None or not any(m.groups()):
+        return None
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
+    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+
+
+def _reset_ok(value: object) -> bool:
+    text = str(value).strip().lower()
+    return text in ("latest", "earliest") or reset_duration_ms(str(value)) is not None
 
 # Kafka's GroupConfig definitions (INT, atLeast(1)), with GroupCoordinatorConfig's docs
 GROUP_CONFIGS: dict[str, ConfigDef] = {
@@ -31,6 +48,11 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
     CONSUMER_HEARTBEAT_INTERVAL_MS: ConfigDef(
         CONSUMER_HEARTBEAT_INTERVAL_MS, ConfigType.INT, 5000,
         "The heartbeat interval given to the members of a consumer group.", Range(1)),
+    SHARE_AUTO_OFFSET_RESET: ConfigDef(
+        SHARE_AUTO_OFFSET_RESET, ConfigType.STRING, "latest",
+        "Where a share group starts on a partition it has no state for: latest, earliest, or "
+        "by_duration:<ISO-8601 duration> (the first record at or after now minus the duration).",
+        Rule(_reset_ok, "Invalid value. Must be one of latest, earliest or by_duration:<duration>")),
 }
 
 _BROKER_KEY = "group.consumer"  # the broker's keys these stand in for: group.consumer.[min.|max.]<key>
@@ -47,7 +69,8 @@ class GroupTimeouts:
 def defaults(config: GroupConfig) -> dict[str, int]:
     """The broker's values, what a group without its own has (Kafka's extractConsumerGroupConfigMap)."""
     return {CONSUMER_SESSION_TIMEOUT_MS: config.consumer_session_timeout_ms,
-            CONSUMER_HEARTBEAT_INTERVAL_MS: config.consumer_heartbeat_interval_ms}
+            CONSUMER_HEARTBEAT_INTERVAL_MS: config.consumer_heartbeat_interval_ms,
+            SHARE_AUTO_OFFSET_RESET: "latest"}
 
 
 def validate(configs: Mapping[str, str], config: GroupConfig) -> dict[str, int]:

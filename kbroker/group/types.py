@@ -52,6 +52,10 @@ class GroupConfig:
     consumer_max_size: int = 2**31 - 1
     consumer_assignors: tuple[str, ...] = ("uniform", "range")
     consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
+    # share groups (KIP-932): group.share.*
+    share_heartbeat_interval_ms: int = 5000
+    share_session_timeout_ms: int = 45000
+    share_max_size: int = 200
 
 
 @dataclass

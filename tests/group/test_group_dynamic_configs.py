@@ -27,9 +27,17 @@ def refused(configs, config=BROKER) -> str:
 
 
 def test_values_within_the_brokers_bounds_are_taken_over_its_defaults():
-    assert validate({}, BROKER) == {SESSION: 45000, HB: 5000}
-    assert validate({HB: "15000"}, BROKER) == {SESSION: 45000, HB: 15000}
-    assert validate({SESSION: " 60000 ", HB: "6000"}, BROKER) == {SESSION: 60000, HB: 6000}
+    reset = "share.auto.offset.reset"
+    assert validate({}, BROKER) == {SESSION: 45000, HB: 5000, reset: "latest"}
+    assert validate({HB: "15000"}, BROKER) == {SESSION: 45000, HB: 15000, reset: "latest"}
+    assert validate({SESSION: " 60000 ", HB: "6000", reset: "by_duration:PT1H"}, BROKER) == \
+        {SESSION: 60000, HB: 6000, reset: "by_duration:PT1H"}
+
+
+@pytest.mark.parametrize("value", ["sometimes", "by_duration:", "by_duration:P", "by_duration:1H"])
+def test_share_auto_offset_reset_takes_kafkas_three_forms_only(value):
+    with pytest.raises(InvalidConfigError, match="latest, earliest or by_duration"):
+        validate({"share.auto.offset.reset": value}, BROKER)
 
 
 @pytest.mark.parametrize("configs, words", [
@@ -53,7 +61,8 @@ def test_the_heartbeat_interval_must_stay_below_the_session_timeout():
     words = "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
     assert refused({SESSION: "10000", HB: "10000"}, WIDE) == words
     assert refused({SESSION: "2000"}, WIDE) == words  # against the broker's heartbeat interval (5000)
-    assert validate({SESSION: "2000", HB: "1000"}, WIDE) == {SESSION: 2000, HB: 1000}
+    assert validate({SESSION: "2000", HB: "1000"}, WIDE) == {SESSION: 2000, HB: 1000,
+                                                            "share.auto.offset.reset": "latest"}
 
 
 def test_unknown_names_and_bad_values():
@@ -80,7 +89,8 @@ def test_describe_shows_each_key_with_its_source():
         return {d.name: (d, value, source) for d, value, source in describe(config, stored)}
 
     described = rows(BROKER, {})
-    assert list(described) == [HB, SESSION]
+    assert list(described) == [HB, SESSION, "share.auto.offset.reset"]
+    assert described["share.auto.offset.reset"][1:] == ("latest", ConfigSource.DEFAULT_CONFIG)
     assert described[HB][1:] == ("5000", ConfigSource.DEFAULT_CONFIG)
     assert described[SESSION][1:] == ("45000", ConfigSource.DEFAULT_CONFIG)
     definition = described[HB][0]

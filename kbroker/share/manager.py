@@ -1,0 +1,202 @@
+"""SharePartitionManager: the share-partitions (KIP-932) this broker leads — one SharePartition
+(share/partition.py, pure) per (share group, topic-partition) — and the share sessions of the members
+that fetch from it (share/sessions.py). It reads the log through the ReplicaManager, turns what a
+read returns into acquired records, applies acknowledgements, takes back the locks that time out
+(a periodic task) and those of a member that left, and wakes the ShareFetches waiting for records.
+
+A share-partition starts where the group's `share.auto.offset.reset` says (latest, the default:
+the high watermark when it is first fetched; earliest: the log start; by_duration: the first
+record at or after now minus the duration). Its state is kept in memory only, so far: a restart of
+the leader starts the share-partition afresh from that reset (records acquired and not yet
+acknowledged are delivered again; acknowledged ones too when the reset is earliest). Persisting it
+in `__share_group_state` is the next step (docs/queues.md).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+import trio
+
+from kbroker.errors import ErrorCode, KafkaError
+from kbroker.group.dynamic_configs import SHARE_AUTO_OFFSET_RESET, reset_duration_ms
+from kbroker.log.topic_partition import TopicPartition
+from kbroker.share.partition import SharePartition
+from kbroker.share.partition_types import AcquiredRecords, Outcome, ShareConfig
+from kbroker.share.sessions import ShareSessions
+from kbroker.wire.records import iter_batch_headers
+
+logger = logging.getLogger(__name__)
+
+E = ErrorCode
+Key = tuple[str, TopicPartition]
+ACK_KINDS = {1: "accepted", 2: "released", 3: "rejected", 4: "renewed"}
+
+
+@dataclass
+class AcquireResult:
+    error: ErrorCode = E.none
+    records: bytes = b""  # whole batches holding the acquired offsets (the client keeps those)
+    acquired: tuple[AcquiredRecords, ...] = ()
+
+
+class SharePartitionManager:
+    def __init__(self, replica_manager, config: ShareConfig, clock: Callable[[], int],
+                 group_configs: Callable[[str], Mapping[str, str]] | None = None,
+                 max_sessions: int = 2000) -> None:
+        self.replica_manager = replica_manager
+        self.config = config
+        self.clock = clock
+        self.group_configs = group_configs
+        self.partitions: dict[Key, SharePartition] = {}
+        self.sessions = ShareSessions(max_sessions)
+        self._changed = trio.Event()  # set when records became available again (released, expired)
+        # counters for the metrics: per (group, topic, partition) and kind
+        self.counts: dict[tuple[str, str, int, str], int] = {}
+
+    # -- state ---------------------------------------------------------------------------------------
+    def _start_offset(self, group_id: str, tp: TopicPartition) -> int:
+        partition = self.replica_manager.get_leader_partition(tp)  # NOT_LEADER_OR_FOLLOWER otherwise
+        log = partition.log
+        reset = "latest"
+        if self.group_configs is not None:
+            reset = str(self.group_configs(group_id).get(SHARE_AUTO_OFFSET_RESET, "latest")).strip().lower()
+        if reset == "earliest":
+            return log.log_start_offset
+        duration = reset_duration_ms(reset) if reset.startswith("by_duration") else None
+        if duration is not None:
+            found = log.fetch_offset_by_timestamp(self.clock() - duration)  # (offset, timestamp)
+            return min(found[0], partition.high_watermark) if found is not None else partition.high_watermark
+        return partition.high_watermark
+
+    def state(self, group_id: str, tp: TopicPartition) -> SharePartition:
+        key = (group_id, tp)
+        sp = self.partitions.get(key)
+        if sp is None:
+            sp = self.partitions[key] = SharePartition.initial(self._start_offset(group_id, tp), self.config)
+        return sp
+
+    def _count(self, group_id: str, tp: TopicPartition, kind: str, n: int) -> None:
+        if n:
+            key = (group_id, tp.topic, tp.partition, kind)
+            self.counts[key] = self.counts.get(key, 0) + n
+
+    def _update(self, group_id: str, tp: TopicPartition, result: tuple[SharePartition, Outcome]) -> Outcome:
+        sp, outcome = result
+        self.partitions[(group_id, tp)] = sp
+        if outcome.expired or outcome.released:
+            self._wake()
+        for kind, items in (("acquired", outcome.acquired), ("archived", outcome.archived),
+                            ("expired", outcome.expired), ("released", outcome.released)):
+            self._count(group_id, tp, kind, sum(i.last_offset - i.first_offset + 1 for i in items))
+        return outcome
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    # -- events --------------------------------------------------------------------------------------
+    def acquire(self, group_id: str, member_id: str, tp: TopicPartition, max_records: int, max_bytes: int,
+                read_committed: bool = False) -> AcquireResult:
+        """Read from the share-partition's next fetch offset and lock what the read returned (up to
+        `max_records`) for the member."""
+        try:
+            sp = self.state(group_id, tp)
+        except KafkaError as exc:
+            return AcquireResult(exc.code)
+        now = self.clock()
+        if max_records <= 0 or not sp.can_acquire(now):
+            return AcquireResult()
+        offset = sp.next_fetch_offset(now)
+        read = self.replica_manager.read_partition(tp, offset, max(max_bytes, 1), read_committed, True)
+        if read.error is not None:
+            return AcquireResult(read.error.code)
+        if not read.records:
+            return AcquireResult()
+        data = b"".join(r.read() if not isinstance(r, (bytes, bytearray)) else bytes(r) for r in read.records)
+        batches = [(h.base_offset, h.last_offset, pos, end) for pos, end, h in _batches(data)]
+        if not batches:
+            return AcquireResult()
+        first, last = max(batches[0][0], offset), batches[-1][1]
+        outcome = self._update(group_id, tp, sp.acquire(member_id, first, last, max_records, now))
+        if not outcome.acquired:
+            return AcquireResult()
+        lo, hi = outcome.acquired[0].first_offset, outcome.acquired[-1].last_offset
+        kept = b"".join(data[pos:end] for base, last_offset, pos, end in batches
+                        if last_offset >= lo and base <= hi)
+        return AcquireResult(E.none, kept, outcome.acquired)
+
+    def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
+                    batches: Iterable[tuple[int, int, tuple[int, ...]]]) -> ErrorCode:
+        sp = self.partitions.get((group_id, tp))
+        if sp is None:
+            try:
+                self.replica_manager.get_leader_partition(tp)
+            except KafkaError as exc:
+                return exc.code
+            return E.invalid_record_state  # nothing was ever acquired here
+        batches = list(batches)
+        outcome = self._update(group_id, tp, sp.acknowledge(member_id, batches, self.clock()))
+        if outcome.ok:
+            for first, last, types in batches:
+                for type_, n in (((types[0], last - first + 1),) if len(types) == 1 else ((t, 1) for t in types)):
+                    self._count(group_id, tp, ACK_KINDS.get(type_, "gap"), n)
+            if any(t == 2 for _f, _l, types in batches for t in types):
+                self._wake()
+        return outcome.error
+
+    def release_member(self, group_id: str, member_id: str) -> None:
+        """The member left or was fenced, or its share session closed: its locks end now."""
+        now = self.clock()
+        for (group, tp), sp in list(self.partitions.items()):
+            if group == group_id:
+                self._update(group, tp, sp.release_member(member_id, now))
+
+    def member_gone(self, group_id: str, member_id: str) -> None:
+        self.sessions.remove_member(group_id, member_id)
+        self.release_member(group_id, member_id)
+
+    def expire_locks(self) -> int:
+        """Take back the locks whose time is up (a periodic task); how many records went back."""
+        now = self.clock()
+        n = 0
+        for (group, tp), sp in list(self.partitions.items()):
+            when = sp.next_event_ms(now)
+            if when is not None and when <= now:
+                outcome = self._update(group, tp, sp.expire(now))
+                n += sum(r.last_offset - r.first_offset + 1 for r in outcome.expired)
+        return n
+
+    async def wait_for_records(self, tps: list[TopicPartition], timeout_s: float) -> None:
+        """Until an append lands on one of `tps` or records are released anywhere, at most `timeout_s`."""
+        changed = self._changed
+        with trio.move_on_after(max(timeout_s, 0)):
+            async with trio.open_nursery() as nursery:
+                async def appended() -> None:
+                    await self.replica_manager.wait_for_data(tps, timeout_s)
+                    nursery.cancel_scope.cancel()
+
+                async def released() -> None:
+                    await changed.wait()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(appended)
+                nursery.start_soon(released)
+
+    def lag(self, group_id: str, tp: TopicPartition) -> int | None:
+        sp = self.partitions.get((group_id, tp))
+        if sp is None:
+            return None
+        try:
+            end = self.replica_manager.get_leader_partition(tp).high_watermark
+        except KafkaError:
+            return None
+        return sp.lag(end)
+
+
+def _batches(data: bytes):
+    """(start, end, header) of each whole batch in `data`."""
+    for pos, header in iter_batch_headers(data):
+        yield pos, pos + header.size_in_bytes, header

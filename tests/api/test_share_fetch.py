@@ -1,0 +1,167 @@
+"""ShareFetch (78) and ShareAcknowledge (79) v1-2 through the dispatch table on a real single-node
+broker: records acquired under a lock with their delivery count, ACCEPT / RELEASE / REJECT, another
+member kept off records already acquired, share sessions and their epochs, and bad acknowledgements
+refused with Kafka's codes, the state left as it was."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import trio
+from brokerkit import ask, start
+
+from kbroker.api.dispatch import handle_frame
+from kbroker.errors import ErrorCode as E
+from kbroker.log.topic_partition import TopicPartition
+from kbroker.wire.protocol import decode_response, encode_request
+from kbroker.wire.records import Record, build_batch, decode_records, iter_batch_headers
+
+PRODUCE, SHARE_HEARTBEAT, SHARE_FETCH, SHARE_ACK = 0, 76, 78, 79
+ACCEPT, RELEASE, REJECT = 1, 2, 3
+
+
+@pytest.fixture
+def broker(tmp_path):
+    b = start(tmp_path, **{"group.coordinator.rebalance.protocols": "classic,consumer,share"})
+    trio.run(functools.partial(b.create_topic, "t", num_partitions=1))
+    yield b
+    b.shutdown()
+
+
+def produce(broker, values):
+    batch = build_batch([Record(i, 1_000, None, v, []) for i, v in enumerate(values)])
+    body = {"transactional_id": None, "acks": 1, "timeout": 5000,
+            "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch}]}]}
+    assert ask(broker, PRODUCE, 9, body).responses[0].partition_responses[0].error_code == E.none
+
+
+def join(broker, member):
+    r = ask(broker, SHARE_HEARTBEAT, 1, {"group_id": "sg", "member_id": member, "member_epoch": 0, "rack_id": None,
+                                         "subscribed_topic_names": ["t"]})
+    assert r.error_code == E.none
+
+
+def share_fetch(broker, member, epoch, acks=(), max_records=100, version=2, forget=False, wait_ms=0):
+    topic_id = broker.metadata.topic("t").topic_id
+    batches = [{"first_offset": f, "last_offset": l, "acknowledge_types": list(t)} for f, l, t in acks]
+    body = {"group_id": "sg", "member_id": member, "share_session_epoch": epoch, "max_wait": wait_ms,
+            "min_bytes": 1, "max_bytes": 1 << 20, "max_records": max_records, "batch_size": max_records,
+            "topics": [] if forget else [{"topic_id": topic_id, "partitions": [
+                {"partition_index": 0, "acknowledgement_batches": batches}]}],
+            "forgotten_topics_data": []}
+    if version >= 2:
+        body.update(share_acquire_mode=0, is_renew_ack=False)
+    return ask(broker, SHARE_FETCH, version, body)
+
+
+def acknowledge(broker, member, epoch, acks):
+    topic_id = broker.metadata.topic("t").topic_id
+    return ask(broker, SHARE_ACK, 1, {"group_id": "sg", "member_id": member, "share_session_epoch": epoch, "topics": [
+        {"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+            {"first_offset": f, "last_offset": l, "acknowledge_types": list(t)} for f, l, t in acks]}]}]})
+
+
+def acquired(response):
+    """(first, last, delivery count) ranges and the values of the records in them."""
+    ranges, values = [], []
+    for topic in response.responses:
+        for p in topic.partitions:
+            assert p.error_code == E.none, p
+            ranges += [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
+            data = bytes(p.records)
+            for pos, header in iter_batch_headers(data):
+                values += [(r.offset, r.value) for r in decode_records(data, pos, header)]
+    offsets = {o for f, l, _c in ranges for o in range(f, l + 1)}
+    return ranges, [v for o, v in sorted(values) if o in offsets]
+
+
+def test_acquire_accept_release_reject(broker):
+    join(broker, "a")
+    join(broker, "b")
+    first = share_fetch(broker, "a", 0)  # latest: the share-partition starts at the high watermark (0)
+    assert first.error_code == E.none and first.acquisition_lock_timeout.total_seconds() == 30
+    produce(broker, [b"r0", b"r1", b"r2", b"r3"])
+    r = share_fetch(broker, "a", 1)
+    assert acquired(r) == ([(0, 3, 1)], [b"r0", b"r1", b"r2", b"r3"])
+    assert acquired(share_fetch(broker, "b", 0)) == ([], [])  # b gets nothing: all four are a's
+    ack = acknowledge(broker, "a", 2, [(0, 0, [ACCEPT]), (1, 1, [RELEASE]), (2, 3, [REJECT])])
+    assert ack.error_code == E.none and ack.responses[0].partitions[0].error_code == E.none
+    again = share_fetch(broker, "b", 1)
+    assert acquired(again) == ([(1, 1, 2)], [b"r1"])  # released: delivered again, count 2
+    # piggy-backed on the next fetch: b accepts it; nothing is left to deliver
+    r = share_fetch(broker, "b", 2, acks=[(1, 1, [ACCEPT])])
+    part = r.responses[0].partitions[0]
+    assert part.acknowledge_error_code == E.none and list(part.acquired_records) == []
+    state = broker.share_manager.partitions[("sg", TopicPartition("t", 0))]
+    assert state.start_offset == 4  # every record delivery-complete: accepted or archived
+
+
+def test_bad_acknowledgements_change_nothing(broker):
+    join(broker, "a")
+    join(broker, "b")
+    share_fetch(broker, "a", 0)
+    produce(broker, [b"x", b"y"])
+    assert acquired(share_fetch(broker, "a", 1))[0] == [(0, 1, 1)]
+    share_fetch(broker, "b", 0)
+    not_mine = acknowledge(broker, "b", 1, [(0, 1, [ACCEPT])])
+    assert not_mine.responses[0].partitions[0].error_code == E.invalid_record_state
+    beyond = acknowledge(broker, "a", 2, [(5, 9, [ACCEPT])])
+    assert beyond.responses[0].partitions[0].error_code == E.invalid_record_state
+    overlapping = acknowledge(broker, "a", 3, [(0, 1, [ACCEPT]), (1, 1, [ACCEPT])])
+    assert overlapping.responses[0].partitions[0].error_code == E.invalid_request
+    mismatched = acknowledge(broker, "a", 4, [(0, 1, [ACCEPT, ACCEPT, ACCEPT])])
+    assert mismatched.responses[0].partitions[0].error_code == E.invalid_request
+    # all refused: both records are still a's, and a accepts them now
+    fine = acknowledge(broker, "a", 5, [(0, 1, [ACCEPT])])
+    assert fine.responses[0].partitions[0].error_code == E.none
+    duplicate = acknowledge(broker, "a", 6, [(0, 1, [ACCEPT])])  # acknowledged already: below the start
+    assert duplicate.responses[0].partitions[0].error_code == E.none
+
+
+def test_share_session_epochs(broker):
+    join(broker, "a")
+    assert share_fetch(broker, "a", 3).error_code == E.share_session_not_found
+    assert share_fetch(broker, "a", 0, acks=[(0, 0, [ACCEPT])]).error_code == E.invalid_request
+    assert share_fetch(broker, "a", 0).error_code == E.none
+    assert share_fetch(broker, "a", 5).error_code == E.invalid_share_session_epoch
+    assert acknowledge(broker, "a", 0, []).error_code == E.invalid_share_session_epoch
+    assert share_fetch(broker, "a", 1, version=1).error_code == E.none
+    produce(broker, [b"z"])
+    assert acquired(share_fetch(broker, "a", 2))[0] == [(0, 0, 1)]
+    closed = acknowledge(broker, "a", -1, [])  # closing the session gives its records back
+    assert closed.error_code == E.none
+    join(broker, "b")
+    assert acquired(share_fetch(broker, "b", 0))[0] == [(0, 0, 2)]  # an opening fetch fetches too
+
+
+def test_a_fetch_waits_for_records_up_to_max_wait(broker):
+    """An empty ShareFetch waits (MaxWaitMs 5 s) and is answered as soon as records are produced."""
+    join(broker, "a")
+    share_fetch(broker, "a", 0)
+    topic_id = broker.metadata.topic("t").topic_id
+    fetch_frame = encode_request(SHARE_FETCH, 2, 9, "test", {
+        "group_id": "sg", "member_id": "a", "share_session_epoch": 1, "max_wait": 5000, "min_bytes": 1,
+        "max_bytes": 1 << 20, "max_records": 10, "batch_size": 10, "share_acquire_mode": 0,
+        "is_renew_ack": False, "forgotten_topics_data": [],
+        "topics": [{"topic_id": topic_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": []}]}]})
+    produce_frame = encode_request(PRODUCE, 9, 10, "test", {
+        "transactional_id": None, "acks": 1, "timeout": 5000, "topic_data": [{"name": "t", "partition_data": [
+            {"index": 0, "records": build_batch([Record(0, 1_000, None, b"late", [])])}]}]})
+    out = {}
+
+    async def scenario():
+        async def fetch():
+            started = trio.current_time()
+            response = await handle_frame(broker, bytearray(fetch_frame[4:]))
+            out["waited"] = trio.current_time() - started
+            out["response"] = decode_response(SHARE_FETCH, 2, response[4:])[1]
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(fetch)
+            await trio.sleep(0.3)
+            await handle_frame(broker, bytearray(produce_frame[4:]))
+
+    trio.run(scenario)
+    assert acquired(out["response"]) == ([(0, 0, 1)], [b"late"])
+    assert 0.25 <= out["waited"] < 3  # woken by the append, not at MaxWaitMs
