@@ -43,7 +43,9 @@ SERVED = [(key, version) for key, spec in DISPATCH.items() if not spec.cluster_o
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     path = tmp_path_factory.mktemp("fuzz")
-    b = Broker(BrokerConfig.from_dict({"log.dirs": str(path)}), ("127.0.0.1", 9092))
+    b = Broker(BrokerConfig.from_dict({"log.dirs": str(path),  # every group protocol: share groups too
+                                       "group.coordinator.rebalance.protocols": "classic,consumer,share"}),
+               ("127.0.0.1", 9092))
     b.startup()
     trio.run(functools.partial(b.create_topic, "t", num_partitions=2))
     yield b

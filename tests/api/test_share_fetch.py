@@ -10,6 +10,8 @@ import functools
 import pytest
 import trio
 from brokerkit import ask, start
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kbroker.api.dispatch import handle_frame
 from kbroker.errors import ErrorCode as E
@@ -165,3 +167,34 @@ def test_a_fetch_waits_for_records_up_to_max_wait(broker):
     trio.run(scenario)
     assert acquired(out["response"]) == ([(0, 0, 1)], [b"late"])
     assert 0.25 <= out["waited"] < 3  # woken by the append, not at MaxWaitMs
+
+
+ack_batches = st.lists(st.tuples(st.integers(-5, 2**40), st.integers(-5, 2**40),
+                                 st.lists(st.integers(-3, 7), max_size=4)), max_size=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=ack_batches)
+def test_any_acknowledgement_gets_a_kafka_code_and_leaves_the_state_whole(broker, batches):
+    """Out-of-range, negative, unordered, overlapping offsets and unknown types: a code, never a crash;
+    and what a refused request did not change, a good one can still acknowledge."""
+    manager = broker.share_manager
+    tp = TopicPartition("t", 0)
+    if ("sg", tp) not in manager.partitions:
+        join(broker, "a")
+        share_fetch(broker, "a", 0)
+        produce(broker, [b"p", b"q"])
+        assert acquired(share_fetch(broker, "a", 1))[0] == [(0, 1, 1)]
+        fuzz.epoch = 2
+    before = manager.partitions[("sg", tp)]
+    answer = acknowledge(broker, "a", fuzz.epoch, batches)
+    fuzz.epoch += 1
+    code = answer.responses[0].partitions[0].error_code if answer.responses else E.none
+    assert answer.error_code == E.none
+    assert code in (E.none, E.invalid_request, E.invalid_record_state)
+    if code != E.none:
+        assert manager.partitions[("sg", tp)] is before  # refused: untouched
+
+
+class fuzz:  # the session epoch carried across hypothesis examples on one broker
+    epoch = 2
