@@ -266,6 +266,10 @@ class GroupCoordinator(ClassicGroupsMixin, ConsumerGroupsMixin, ClassicMembersMi
             state = g.consumer.state_name() if g.consumer is not None else g.state.value
             if (wanted is None or state.lower() in wanted) and (kinds is None or g.group_type in kinds):
                 out.append((g.group_id, g.protocol_type or "", state, g.group_type))
+        for group_id, share in self.share_groups.items():  # Kafka lists them as type and protocol "share"
+            state = share.state_name()
+            if share.exists and (wanted is None or state.lower() in wanted) and (kinds is None or "share" in kinds):
+                out.append((group_id, "share", state, "share"))
         return error, out
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:

@@ -44,6 +44,7 @@ class BrokerCollector:
         yield from self._controller()
         yield from self._groups(partitions)
         yield from self._consumer_groups()
+        yield from self._share_groups()
         yield from self._authorizer()
         connections = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
                                         "Open client connections.", labels=["listener"])
@@ -211,6 +212,37 @@ class BrokerCollector:
             epoch.add_metric([group_id], state.epoch)
             lag.add_metric([group_id], assignment_epoch_lag(state))
         yield from (rebalances, members, epoch, lag)
+
+
+    def _share_groups(self) -> Iterator[Metric]:
+        """The share-partitions this broker leads (KIP-932): what happened to their records, per
+        share group, topic and partition (acquired, accepted, released, rejected, archived, renewed,
+        lock expirations), the records in flight by state, and the lag — records not yet
+        delivery-complete — for autoscalers sizing a consumer pool."""
+        manager = getattr(self.broker, "share_manager", None)
+        if manager is None:
+            return
+        labels = ["group", "topic", "partition"]
+        records = CounterMetricFamily("kbroker_share_group_records", "Records of a share-partition by what "
+                                      "happened to them: acquired, accepted, released, rejected, renewed "
+                                      "(acknowledged so), archived, expired (a lock timed out), "
+                                      "member_released (its member left).", labels=[*labels, "event"])
+        for (group, topic, partition, kind), n in sorted(manager.counts.items()):
+            records.add_metric([group, topic, str(partition), kind], n)
+        in_flight = GaugeMetricFamily("kbroker_share_group_in_flight_records", "Records in a share-partition's "
+                                      "in-flight window, by state.", labels=[*labels, "state"])
+        lag = GaugeMetricFamily("kbroker_share_group_lag", "Records of a share-partition not yet "
+                                "delivery-complete (acknowledged or archived), up to the high watermark.",
+                                labels=labels)
+        for (group, tp), sp in sorted(manager.partitions.items(), key=lambda kv: (kv[0][0], kv[0][1].topic,
+                                                                                   kv[0][1].partition)):
+            key = [group, tp.topic, str(tp.partition)]
+            for state, n in sp.counts()._asdict().items():
+                in_flight.add_metric([*key, state], n)
+            value = manager.lag(group, tp)
+            if value is not None:
+                lag.add_metric(key, value)
+        yield from (records, in_flight, lag)
 
 
 def assignment_epoch_lag(state: Any) -> int:

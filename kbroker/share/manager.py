@@ -89,7 +89,7 @@ class SharePartitionManager:
         if outcome.expired or outcome.released:
             self._wake()
         for kind, items in (("acquired", outcome.acquired), ("archived", outcome.archived),
-                            ("expired", outcome.expired), ("released", outcome.released)):
+                            ("expired", outcome.expired), ("member_released", outcome.released)):
             self._count(group_id, tp, kind, sum(i.last_offset - i.first_offset + 1 for i in items))
         return outcome
 

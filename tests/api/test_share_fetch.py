@@ -16,6 +16,9 @@ from hypothesis import strategies as st
 from kbroker.api.dispatch import handle_frame
 from kbroker.errors import ErrorCode as E
 from kbroker.log.topic_partition import TopicPartition
+from kbroker.metrics.collector import build_registry
+from kbroker.metrics.stats import BrokerStats
+from prometheus_client import generate_latest
 from kbroker.wire.protocol import decode_response, encode_request
 from kbroker.wire.records import Record, build_batch, decode_records, iter_batch_headers
 
@@ -97,6 +100,13 @@ def test_acquire_accept_release_reject(broker):
     assert part.acknowledge_error_code == E.none and list(part.acquired_records) == []
     state = broker.share_manager.partitions[("sg", TopicPartition("t", 0))]
     assert state.start_offset == 4  # every record delivery-complete: accepted or archived
+    # what the metrics endpoint shows of it
+    registry = build_registry(broker, BrokerStats(), lambda: 0, process=False)
+    text = generate_latest(registry).decode()
+    for event, n in (("acquired", 5), ("accepted", 2), ("released", 1), ("rejected", 2), ("archived", 2)):
+        assert f'kbroker_share_group_records_total{{event="{event}",group="sg",partition="0",topic="t"}} {n}.0' \
+            in text, event
+    assert 'kbroker_share_group_lag{group="sg",partition="0",topic="t"} 0.0' in text
 
 
 def test_bad_acknowledgements_change_nothing(broker):

@@ -122,3 +122,12 @@ def test_advertised_at_the_versions_served(broker):
     versions = {k.api_key: (k.min_version, k.max_version) for k in ask(
         broker, API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"}).api_keys}
     assert versions[HEARTBEAT] == (1, 1) and versions[DESCRIBE] == (1, 1)
+
+
+def test_list_groups_shows_share_groups_with_their_type(broker):
+    beat(broker, "a", 0)
+    listed = ask(broker, 16, 5, {"states_filter": [], "types_filter": []}).groups
+    assert [(g.group_id, g.protocol_type, g.group_state, g.group_type) for g in listed] == \
+        [("sg", "share", "Stable", "share")]
+    assert [g.group_id for g in ask(broker, 16, 5, {"states_filter": [], "types_filter": ["Share"]}).groups] == ["sg"]
+    assert ask(broker, 16, 5, {"states_filter": [], "types_filter": ["consumer"]}).groups == ()
