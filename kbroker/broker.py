@@ -25,6 +25,7 @@ from kbroker.delayed.format import DELAYED_TOPIC
 from kbroker.delayed.service import DelayService
 from kbroker.share.manager import SharePartitionManager
 from kbroker.share.partition_types import ShareConfig
+from kbroker.share.state_records import SHARE_STATE_TOPIC
 from kbroker.errors import (
     CoordinatorNotAvailableError,
     ErrorCode,
@@ -162,7 +163,8 @@ class Broker:
                 record_lock_duration_ms=config.get("group.share.record.lock.duration.ms"),
                 max_record_locks=config.get("group.share.partition.max.record.locks"),
                 delivery_count_limit=config.get("group.share.delivery.count.limit")),
-            now_ms, self.metadata.group_configs, config.get("group.share.max.share.sessions"))
+            now_ms, self.metadata.group_configs, config.get("group.share.max.share.sessions"),
+            topic_id=self.group_coordinator.topics.topic_id, state_partitions=config.get("share.coordinator.state.topic.num.partitions"))
         self.group_coordinator.share_member_gone.append(self.share_manager.member_gone)
         self.txn_coordinator = TransactionCoordinator(
             _txn_config(config),
@@ -311,6 +313,17 @@ class Broker:
             {"cleanup.policy": "compact", "segment.bytes": str(c.get("delayed.messages.topic.segment.bytes")),
              "compression.type": "producer", "unclean.leader.election.enable": "false",
              "min.insync.replicas": str(c.get("delayed.messages.topic.min.isr"))})
+
+    async def ensure_share_state_topic(self) -> None:
+        """`__share_group_state` (share groups' state, KIP-932) likewise, on the first share fetch."""
+        c = self.config
+        await self._ensure_internal_topic(
+            SHARE_STATE_TOPIC, c.get("share.coordinator.state.topic.num.partitions"),
+            c.get("share.coordinator.state.topic.replication.factor"),
+            "share.coordinator.state.topic.replication.factor",
+            {"cleanup.policy": "compact", "segment.bytes": str(c.get("share.coordinator.state.topic.segment.bytes")),
+             "compression.type": "producer", "unclean.leader.election.enable": "false",
+             "min.insync.replicas": str(c.get("share.coordinator.state.topic.min.isr"))})
 
     async def _ensure_internal_topic(self, name: str, partitions: int, factor: int, factor_key: str,
                                      configs: dict[str, str]) -> None:

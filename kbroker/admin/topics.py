@@ -29,7 +29,7 @@ from kbroker.admin.progress import Move, moves_in_progress, progress_data, progr
 from kbroker.admin.security import add_command_config_argument, security_of
 
 # Kafka's internal topics (org.apache.kafka.common.internals.Topic); brokers also flag them in Metadata.
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__delayed_messages"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__delayed_messages", "__share_group_state"})
 MIN_ISR = "min.insync.replicas"
 MAX_REPLICATION_FACTOR = 32767  # an INT16 on the wire
 FILTERS = ("under_replicated", "unavailable", "under_min_isr", "at_min_isr")

@@ -114,6 +114,7 @@ async def share_fetch(ctx: RequestContext, request) -> dict:
     if count > MAX_ACK_BATCHES:
         return _top_error(E.invalid_request, f"more than {MAX_ACK_BATCHES} acknowledgement batches", lock_ms)
     forgotten = [(f.topic_id, p) for f in request.forgotten_topics_data for p in f.partitions]
+    await ctx.broker.ensure_share_state_topic()  # where acknowledgements are kept
     epoch = request.share_session_epoch
     session = manager.sessions.fetch(group_id, member_id, epoch, order, forgotten, count > 0)
     if session.error != E.none:
@@ -181,6 +182,7 @@ async def share_acknowledge(ctx: RequestContext, request) -> dict:
     _order, acks, count = _acks_of(request.topics)
     if count > MAX_ACK_BATCHES:
         return error(E.invalid_request, f"more than {MAX_ACK_BATCHES} acknowledgement batches")
+    await ctx.broker.ensure_share_state_topic()
     epoch = request.share_session_epoch
     session = manager.sessions.acknowledge(group_id, member_id, epoch)
     if session.error != E.none:

@@ -62,7 +62,7 @@ logger = logging.getLogger(__name__)
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__delayed_messages"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__delayed_messages", "__share_group_state"})
 
 
 def validate_topic_name(name: str) -> None:

@@ -6,15 +6,19 @@ read returns into acquired records, applies acknowledgements, takes back the loc
 
 A share-partition starts where the group's `share.auto.offset.reset` says (latest, the default:
 the high watermark when it is first fetched; earliest: the log start; by_duration: the first
-record at or after now minus the duration). Its state is kept in memory only, so far: a restart of
-the leader starts the share-partition afresh from that reset (records acquired and not yet
-acknowledged are delivered again; acknowledged ones too when the reset is earliest). Persisting it
-in `__share_group_state` is the next step (docs/queues.md).
+record at or after now minus the duration). Its state — start offset, and each in-flight record's
+state and delivery count (acquired ones as available) — is written to `__share_group_state`
+(share/state_records.py, Kafka's snapshot format) when it starts and after every change an
+acknowledgement, a lock expiry or a member leaving makes, before the acknowledgement is answered;
+a restarted broker takes it back from there. The state topic's partition must be led by the same
+broker for that (always on the single node); a cluster's share-partitions whose state partition is
+led elsewhere are kept in memory only, for now (docs/queues.md).
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
@@ -25,8 +29,13 @@ from kbroker.group.dynamic_configs import SHARE_AUTO_OFFSET_RESET, reset_duratio
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.share.partition import SharePartition
 from kbroker.share.partition_types import AcquiredRecords, Outcome, ShareConfig
+from kbroker.group.types import partition_for
+from kbroker.replica.internal_topic import read_internal_batches
 from kbroker.share.sessions import ShareSessions
-from kbroker.wire.records import iter_batch_headers
+from kbroker.share.state_records import (SHARE_STATE_TOPIC, ShareStateKey, ShareStateValue, decode_key, decode_value,
+                                         encode_key, encode_value)
+from kbroker.wire.internal_records import build_internal_batch
+from kbroker.wire.records import iter_batch_headers, validate_batches
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +54,12 @@ class AcquireResult:
 class SharePartitionManager:
     def __init__(self, replica_manager, config: ShareConfig, clock: Callable[[], int],
                  group_configs: Callable[[str], Mapping[str, str]] | None = None,
-                 max_sessions: int = 2000) -> None:
+                 max_sessions: int = 2000, topic_id: Callable[[str], uuid.UUID | None] = lambda _name: None,
+                 state_partitions: int = 50) -> None:
         self.replica_manager = replica_manager
+        self.topic_id = topic_id  # a topic's id, for the state records' keys
+        self.state_partitions = state_partitions  # of __share_group_state
+        self._snapshots: dict[int, dict[ShareStateKey, ShareStateValue]] = {}  # per state partition, read once
         self.config = config
         self.clock = clock
         self.group_configs = group_configs
@@ -75,8 +88,75 @@ class SharePartitionManager:
         key = (group_id, tp)
         sp = self.partitions.get(key)
         if sp is None:
-            sp = self.partitions[key] = SharePartition.initial(self._start_offset(group_id, tp), self.config)
+            stored = self._stored(group_id, tp)
+            if stored is not None:
+                sp = self.partitions[key] = SharePartition.restore(stored.snapshot, self.config)
+            else:
+                sp = self.partitions[key] = SharePartition.initial(self._start_offset(group_id, tp), self.config)
+                self._persist(group_id, tp)  # where it starts must survive a restart too
         return sp
+
+    # -- __share_group_state -------------------------------------------------------------------------
+    def _state_key(self, group_id: str, tp: TopicPartition) -> tuple[ShareStateKey, int] | None:
+        topic_id = self.topic_id(tp.topic)
+        if topic_id is None:
+            return None
+        key = ShareStateKey(group_id, topic_id, tp.partition)
+        return key, partition_for(key.coordinator_key(), self.state_partitions)
+
+    def _state_partition(self, partition: int):
+        """The local leader of a `__share_group_state` partition, None when there is none here."""
+        try:
+            return self.replica_manager.get_leader_partition(TopicPartition(SHARE_STATE_TOPIC, partition))
+        except KafkaError:
+            return None
+
+    def _stored(self, group_id: str, tp: TopicPartition) -> ShareStateValue | None:
+        found = self._state_key(group_id, tp)
+        if found is None:
+            return None
+        key, partition = found
+        snapshots = self._snapshots.get(partition)
+        if snapshots is None:
+            if self._state_partition(partition) is None:
+                return None
+            snapshots = self._snapshots[partition] = {}
+            for batch in read_internal_batches(self.replica_manager, TopicPartition(SHARE_STATE_TOPIC, partition)):
+                for _offset, raw_key, raw_value in batch.records:
+                    k = decode_key(raw_key) if raw_key is not None else None
+                    if k is None:
+                        continue
+                    if raw_value is None:
+                        snapshots.pop(k, None)
+                        continue
+                    try:
+                        snapshots[k] = decode_value(raw_value)
+                    except ValueError as exc:
+                        logger.warning("unreadable share state for %s in %s-%d: %s", k, SHARE_STATE_TOPIC,
+                                       partition, exc)
+        return snapshots.get(key)
+
+    def _persist(self, group_id: str, tp: TopicPartition) -> None:
+        """Write the share-partition's snapshot; KafkaError when the append fails (the caller answers
+        with it). Skipped where the state partition is not led here (a cluster, for now)."""
+        found = self._state_key(group_id, tp)
+        if found is None:
+            return
+        key, partition = found
+        leader = self._state_partition(partition)
+        if leader is None:
+            return
+        sp = self.partitions[(group_id, tp)]
+        value = ShareStateValue(sp.snapshot(), leader_epoch=self._leader_epoch(tp))
+        buf = bytearray(build_internal_batch([(encode_key(key), encode_value(value))], self.clock()))
+        leader.append_records_to_leader(buf, validate_batches(buf, from_client=False), -1, from_client=False)
+        self._snapshots.setdefault(partition, {})[key] = value
+
+    def _leader_epoch(self, tp: TopicPartition) -> int:
+        try:
+            return self.replica_manager.get_leader_partition(tp).leader_epoch
+        except (KafkaError, AttributeError):
+            return -1
 
     def _count(self, group_id: str, tp: TopicPartition, kind: str, n: int) -> None:
         if n:
@@ -138,7 +218,14 @@ class SharePartitionManager:
                 return exc.code
             return E.invalid_record_state  # nothing was ever acquired here
         batches = list(batches)
+        before = sp
         outcome = self._update(group_id, tp, sp.acknowledge(member_id, batches, self.clock()))
+        if outcome.ok and self.partitions[(group_id, tp)] is not before:
+            try:
+                self._persist(group_id, tp)  # before the acknowledgement is answered
+            except KafkaError as exc:
+                self.partitions[(group_id, tp)] = before  # not kept: not acknowledged
+                return exc.code
         if outcome.ok:
             for first, last, types in batches:
                 for type_, n in (((types[0], last - first + 1),) if len(types) == 1 else ((t, 1) for t in types)):
@@ -152,7 +239,8 @@ class SharePartitionManager:
         now = self.clock()
         for (group, tp), sp in list(self.partitions.items()):
             if group == group_id:
-                self._update(group, tp, sp.release_member(member_id, now))
+                if self._update(group, tp, sp.release_member(member_id, now)).released:
+                    self._persist_quietly(group, tp)
 
     def member_gone(self, group_id: str, member_id: str) -> None:
         self.sessions.remove_member(group_id, member_id)
@@ -167,7 +255,17 @@ class SharePartitionManager:
             if when is not None and when <= now:
                 outcome = self._update(group, tp, sp.expire(now))
                 n += sum(r.last_offset - r.first_offset + 1 for r in outcome.expired)
+                if outcome.expired or outcome.archived:
+                    self._persist_quietly(group, tp)
         return n
+
+    def _persist_quietly(self, group_id: str, tp: TopicPartition) -> None:
+        """A change nobody waits for (locks taken back): written when it can be; the next change
+        writes the whole state again."""
+        try:
+            self._persist(group_id, tp)
+        except KafkaError as exc:
+            logger.warning("could not write the share state of %s for group %s: %s", tp, group_id, exc)
 
     async def wait_for_records(self, tps: list[TopicPartition], timeout_s: float) -> None:
         """Until an append lands on one of `tps` or records are released anywhere, at most `timeout_s`."""

@@ -208,3 +208,26 @@ def test_any_acknowledgement_gets_a_kafka_code_and_leaves_the_state_whole(broker
 
 class fuzz:  # the session epoch carried across hypothesis examples on one broker
     epoch = 2
+
+
+def test_a_restarted_broker_keeps_what_was_acknowledged(tmp_path):
+    """State in __share_group_state: after a restart, accepted and rejected records are not delivered
+    again, the released and the never-acknowledged ones are, with their delivery counts."""
+    overrides = {"group.coordinator.rebalance.protocols": "classic,consumer,share"}
+    b = start(tmp_path, **overrides)
+    trio.run(functools.partial(b.create_topic, "t", num_partitions=1))
+    join(b, "a")
+    share_fetch(b, "a", 0)
+    produce(b, [b"r0", b"r1", b"r2", b"r3", b"r4"])
+    assert acquired(share_fetch(b, "a", 1))[0] == [(0, 4, 1)]
+    acknowledge(b, "a", 2, [(0, 0, [ACCEPT]), (1, 1, [RELEASE]), (2, 2, [REJECT])])  # 3 and 4 still a's
+    b.shutdown()
+    b = start(tmp_path, **overrides)
+    try:
+        assert "__share_group_state" in b.metadata.topics()
+        join(b, "z")
+        ranges, values = acquired(share_fetch(b, "z", 0))
+        assert values == [b"r1", b"r3", b"r4"]  # not r0 (accepted) nor r2 (rejected)
+        assert {(o, n) for first, last, n in ranges for o in range(first, last + 1)} == {(1, 2), (3, 2), (4, 2)}
+    finally:
+        b.shutdown()
