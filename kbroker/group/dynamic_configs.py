@@ -24,6 +24,8 @@ from kbroker.group.types import GroupConfig
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+SHARE_REDELIVERY_BACKOFF_MS = "share.redelivery.backoff.ms"  # kbroker's own
+SHARE_REDELIVERY_BACKOFF_MAX_MS = "share.redelivery.backoff.max.ms"  # kbroker's own
 _DURATION = re.compile(r"by_duration:P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
 
 
@@ -53,6 +55,13 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
         "Where a share group starts on a partition it has no state for: latest, earliest, or "
         "by_duration:<ISO-8601 duration> (the first record at or after now minus the duration).",
         Rule(_reset_ok, "Invalid value. Must be one of latest, earliest or by_duration:<duration>")),
+    SHARE_REDELIVERY_BACKOFF_MS: ConfigDef(
+        SHARE_REDELIVERY_BACKOFF_MS, ConfigType.INT, 0,
+        "kbroker's own: a share-group record released or whose lock expired is available again only after "
+        "this long, doubled for each delivery after the first (0: at once, as Kafka).", Range(0)),
+    SHARE_REDELIVERY_BACKOFF_MAX_MS: ConfigDef(
+        SHARE_REDELIVERY_BACKOFF_MAX_MS, ConfigType.INT, 60000,
+        "kbroker's own: the longest share.redelivery.backoff.ms grows to.", Range(0)),
 }
 
 _BROKER_KEY = "group.consumer"  # the broker's keys these stand in for: group.consumer.[min.|max.]<key>
@@ -70,7 +79,15 @@ def defaults(config: GroupConfig) -> dict[str, int]:
     """The broker's values, what a group without its own has (Kafka's extractConsumerGroupConfigMap)."""
     return {CONSUMER_SESSION_TIMEOUT_MS: config.consumer_session_timeout_ms,
             CONSUMER_HEARTBEAT_INTERVAL_MS: config.consumer_heartbeat_interval_ms,
-            SHARE_AUTO_OFFSET_RESET: "latest"}
+            SHARE_AUTO_OFFSET_RESET: "latest", SHARE_REDELIVERY_BACKOFF_MS: 0, SHARE_REDELIVERY_BACKOFF_MAX_MS: 60000}
+
+
+def share_backoff(configs: Mapping[str, str] | None) -> tuple[int, int]:
+    """A share group's (redelivery backoff, its maximum) in ms, from its stored configs."""
+    stored = configs or {}
+    backoff = _stored(stored, SHARE_REDELIVERY_BACKOFF_MS)
+    most = _stored(stored, SHARE_REDELIVERY_BACKOFF_MAX_MS)
+    return (0 if backoff is None else backoff), (60000 if most is None else most)
 
 
 def validate(configs: Mapping[str, str], config: GroupConfig) -> dict[str, int]:

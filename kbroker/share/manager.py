@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Iterable, Mapping
 
 import trio
 
 from kbroker.errors import ErrorCode, KafkaError
-from kbroker.group.dynamic_configs import SHARE_AUTO_OFFSET_RESET, reset_duration_ms
+from kbroker.group.dynamic_configs import SHARE_AUTO_OFFSET_RESET, reset_duration_ms, share_backoff
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.share.partition import SharePartition
 from kbroker.share.partition_types import AcquiredRecords, Outcome, ShareConfig
@@ -84,16 +84,28 @@ class SharePartitionManager:
             return min(found[0], partition.high_watermark) if found is not None else partition.high_watermark
         return partition.high_watermark
 
+    def config_for(self, group_id: str) -> ShareConfig:
+        """The broker's limits with the group's own redelivery backoff (share.redelivery.backoff.ms)."""
+        if self.group_configs is None:
+            return self.config
+        backoff, most = share_backoff(self.group_configs(group_id))
+        if (backoff, most) == (self.config.redelivery_backoff_ms, self.config.redelivery_backoff_max_ms):
+            return self.config
+        return replace(self.config, redelivery_backoff_ms=backoff, redelivery_backoff_max_ms=most)
+
     def state(self, group_id: str, tp: TopicPartition) -> SharePartition:
         key = (group_id, tp)
         sp = self.partitions.get(key)
+        config = self.config_for(group_id)
         if sp is None:
             stored = self._stored(group_id, tp)
             if stored is not None:
-                sp = self.partitions[key] = SharePartition.restore(stored.snapshot, self.config)
+                sp = self.partitions[key] = SharePartition.restore(stored.snapshot, config)
             else:
-                sp = self.partitions[key] = SharePartition.initial(self._start_offset(group_id, tp), self.config)
+                sp = self.partitions[key] = SharePartition.initial(self._start_offset(group_id, tp), config)
                 self._persist(group_id, tp)  # where it starts must survive a restart too
+        elif sp.config != config:  # the group's configs changed
+            sp = self.partitions[key] = sp.with_config(config)
         return sp
 
     # -- __share_group_state -------------------------------------------------------------------------
@@ -210,13 +222,13 @@ class SharePartitionManager:
 
     def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
                     batches: Iterable[tuple[int, int, tuple[int, ...]]]) -> ErrorCode:
-        sp = self.partitions.get((group_id, tp))
-        if sp is None:
+        if (group_id, tp) not in self.partitions:
             try:
                 self.replica_manager.get_leader_partition(tp)
             except KafkaError as exc:
                 return exc.code
             return E.invalid_record_state  # nothing was ever acquired here
+        sp = self.state(group_id, tp)
         batches = list(batches)
         before = sp
         outcome = self._update(group_id, tp, sp.acknowledge(member_id, batches, self.clock()))

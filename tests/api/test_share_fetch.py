@@ -6,6 +6,7 @@ refused with Kafka's codes, the state left as it was."""
 from __future__ import annotations
 
 import functools
+import time
 
 import pytest
 import trio
@@ -231,3 +232,21 @@ def test_a_restarted_broker_keeps_what_was_acknowledged(tmp_path):
         assert {(o, n) for first, last, n in ranges for o in range(first, last + 1)} == {(1, 2), (3, 2), (4, 2)}
     finally:
         b.shutdown()
+
+
+def test_redelivery_backoff_is_a_group_config(broker):
+    """kbroker's share.redelivery.backoff.ms: a released record is held back that long before it is
+    available again (the visibility timeout of other queues)."""
+    altered = ask(broker, 44, 1, {"resources": [{"resource_type": 32, "resource_name": "sg", "configs": [
+        {"name": "share.redelivery.backoff.ms", "config_operation": 0, "value": "1500"}]}], "validate_only": False})
+    assert altered.responses[0].error_code == E.none
+    join(broker, "a")
+    share_fetch(broker, "a", 0)
+    produce(broker, [b"slow"])
+    assert acquired(share_fetch(broker, "a", 1))[0] == [(0, 0, 1)]
+    released_at = time.monotonic()
+    assert acknowledge(broker, "a", 2, [(0, 0, [RELEASE])]).responses[0].partitions[0].error_code == E.none
+    assert acquired(share_fetch(broker, "a", 3))[0] == []  # held back
+    while time.monotonic() - released_at < 1.6:
+        time.sleep(0.05)
+    assert acquired(share_fetch(broker, "a", 4))[0] == [(0, 0, 2)]

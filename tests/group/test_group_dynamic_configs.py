@@ -16,6 +16,9 @@ from kbroker.group.dynamic_configs import (
 )
 from kbroker.group.types import GroupConfig
 
+SHARE_DEFAULTS = {"share.auto.offset.reset": "latest", "share.redelivery.backoff.ms": 0,  # share groups' keys
+                  "share.redelivery.backoff.max.ms": 60000}
+
 BROKER = GroupConfig()  # Kafka's defaults: heartbeat 5000 in [5000, 15000], session 45000 in [45000, 60000]
 WIDE = GroupConfig(consumer_min_session_timeout_ms=1000, consumer_min_heartbeat_interval_ms=1000)
 
@@ -28,10 +31,10 @@ def refused(configs, config=BROKER) -> str:
 
 def test_values_within_the_brokers_bounds_are_taken_over_its_defaults():
     reset = "share.auto.offset.reset"
-    assert validate({}, BROKER) == {SESSION: 45000, HB: 5000, reset: "latest"}
-    assert validate({HB: "15000"}, BROKER) == {SESSION: 45000, HB: 15000, reset: "latest"}
+    assert validate({}, BROKER) == {SESSION: 45000, HB: 5000, **SHARE_DEFAULTS}
+    assert validate({HB: "15000"}, BROKER) == {SESSION: 45000, HB: 15000, **SHARE_DEFAULTS}
     assert validate({SESSION: " 60000 ", HB: "6000", reset: "by_duration:PT1H"}, BROKER) == \
-        {SESSION: 60000, HB: 6000, reset: "by_duration:PT1H"}
+        {SESSION: 60000, HB: 6000, **SHARE_DEFAULTS, reset: "by_duration:PT1H"}
 
 
 @pytest.mark.parametrize("value", ["sometimes", "by_duration:", "by_duration:P", "by_duration:1H"])
@@ -61,8 +64,7 @@ def test_the_heartbeat_interval_must_stay_below_the_session_timeout():
     words = "consumer.session.timeout.ms must be greater than consumer.heartbeat.interval.ms"
     assert refused({SESSION: "10000", HB: "10000"}, WIDE) == words
     assert refused({SESSION: "2000"}, WIDE) == words  # against the broker's heartbeat interval (5000)
-    assert validate({SESSION: "2000", HB: "1000"}, WIDE) == {SESSION: 2000, HB: 1000,
-                                                            "share.auto.offset.reset": "latest"}
+    assert validate({SESSION: "2000", HB: "1000"}, WIDE) == {SESSION: 2000, HB: 1000, **SHARE_DEFAULTS}
 
 
 def test_unknown_names_and_bad_values():
@@ -89,7 +91,7 @@ def test_describe_shows_each_key_with_its_source():
         return {d.name: (d, value, source) for d, value, source in describe(config, stored)}
 
     described = rows(BROKER, {})
-    assert list(described) == [HB, SESSION, "share.auto.offset.reset"]
+    assert list(described) == [HB, SESSION, *sorted(SHARE_DEFAULTS)]
     assert described["share.auto.offset.reset"][1:] == ("latest", ConfigSource.DEFAULT_CONFIG)
     assert described[HB][1:] == ("5000", ConfigSource.DEFAULT_CONFIG)
     assert described[SESSION][1:] == ("45000", ConfigSource.DEFAULT_CONFIG)
