@@ -164,7 +164,8 @@ class Broker:
                 max_record_locks=config.get("group.share.partition.max.record.locks"),
                 delivery_count_limit=config.get("group.share.delivery.count.limit")),
             now_ms, self.metadata.group_configs, config.get("group.share.max.share.sessions"),
-            topic_id=self.group_coordinator.topics.topic_id, state_partitions=config.get("share.coordinator.state.topic.num.partitions"))
+            topic_id=self.group_coordinator.topics.topic_id, state_partitions=config.get("share.coordinator.state.topic.num.partitions"),
+            topic_configs=self.metadata.configs_of, topic_info=self.metadata.topic)
         self.group_coordinator.share_member_gone.append(self.share_manager.member_gone)
         self.txn_coordinator = TransactionCoordinator(
             _txn_config(config),
@@ -627,6 +628,7 @@ def _group_config(config: BrokerConfig) -> GroupConfig:
         share_heartbeat_interval_ms=c("group.share.heartbeat.interval.ms"),
         share_session_timeout_ms=c("group.share.session.timeout.ms"),
         share_max_size=c("group.share.max.size"),
+        dlq_topic_prefix=str(c("errors.deadletterqueue.topic.name.prefix") or ""),
     )
 
 

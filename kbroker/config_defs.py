@@ -380,6 +380,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
                   "Most records of one share-partition acquired at once.", _at_least(100)),
         ConfigDef("group.share.max.share.sessions", _I, 2000, "Most share sessions this broker holds.",
                   _at_least(1)),
+        ConfigDef("errors.deadletterqueue.topic.name.prefix", _S, "dlq.",
+                  "What a share group's dead-letter topic name (errors.deadletterqueue.topic.name) must begin "
+                  "with (KIP-1191); empty: any name."),
         ConfigDef("share.coordinator.state.topic.num.partitions", _I, 50, "Partitions of __share_group_state.",
                   _at_least(1)),
         ConfigDef("share.coordinator.state.topic.replication.factor", _I, 3,
@@ -579,6 +582,9 @@ TOPIC_CONFIGS: dict[str, tuple[ConfigDef, tuple[str, ...]]] = {
                    "records produced to it come back this long after; 0 = an ordinary topic.", _at_least(0)), ()),
         (ConfigDef("retry.target", _S, "main", "kbroker's own, on a retry tier: where its records come back, the "
                    "main topic or the retry topic itself.", choices=("main", "retry-topic")), ()),
+        # share groups' dead-letter topics (Kafka 4.4, KIP-1191): a topic takes them only when it says so
+        (ConfigDef("errors.deadletterqueue.group.enable", _B, False, "This topic may be a share group's "
+                   "dead-letter topic (errors.deadletterqueue.topic.name)."), ()),
     ]
 }
 

@@ -24,6 +24,7 @@ from kbroker.group.types import GroupConfig
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"  # Kafka 4.4 (KIP-1191): a share group's dead letters
 SHARE_REDELIVERY_BACKOFF_MS = "share.redelivery.backoff.ms"  # kbroker's own
 SHARE_REDELIVERY_BACKOFF_MAX_MS = "share.redelivery.backoff.max.ms"  # kbroker's own
 _DURATION = re.compile(r"by_duration:P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
@@ -55,6 +56,11 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
         "Where a share group starts on a partition it has no state for: latest, earliest, or "
         "by_duration:<ISO-8601 duration> (the first record at or after now minus the duration).",
         Rule(_reset_ok, "Invalid value. Must be one of latest, earliest or by_duration:<duration>")),
+    DLQ_TOPIC_NAME: ConfigDef(
+        DLQ_TOPIC_NAME, ConfigType.STRING, "",
+        "The topic a share group's rejected records, and those archived at the delivery count limit, are "
+        "copied to (empty: none); it must begin with errors.deadletterqueue.topic.name.prefix and have "
+        "errors.deadletterqueue.group.enable=true."),
     SHARE_REDELIVERY_BACKOFF_MS: ConfigDef(
         SHARE_REDELIVERY_BACKOFF_MS, ConfigType.INT, 0,
         "kbroker's own: a share-group record released or whose lock expired is available again only after "
@@ -79,7 +85,8 @@ def defaults(config: GroupConfig) -> dict[str, int]:
     """The broker's values, what a group without its own has (Kafka's extractConsumerGroupConfigMap)."""
     return {CONSUMER_SESSION_TIMEOUT_MS: config.consumer_session_timeout_ms,
             CONSUMER_HEARTBEAT_INTERVAL_MS: config.consumer_heartbeat_interval_ms,
-            SHARE_AUTO_OFFSET_RESET: "latest", SHARE_REDELIVERY_BACKOFF_MS: 0, SHARE_REDELIVERY_BACKOFF_MAX_MS: 60000}
+            SHARE_AUTO_OFFSET_RESET: "latest", DLQ_TOPIC_NAME: "", SHARE_REDELIVERY_BACKOFF_MS: 0,
+            SHARE_REDELIVERY_BACKOFF_MAX_MS: 60000}
 
 
 def share_backoff(configs: Mapping[str, str] | None) -> tuple[int, int]:
@@ -116,6 +123,10 @@ def validate(configs: Mapping[str, str], config: GroupConfig) -> dict[str, int]:
     for failed, key, words, other in checks:
         if failed:
             raise InvalidConfigError(f"{key} {words} {other}")
+    dlq = str(values[DLQ_TOPIC_NAME]).strip()
+    if dlq and not dlq.startswith(config.dlq_topic_prefix):
+        raise InvalidConfigError(f"{DLQ_TOPIC_NAME} {dlq} does not begin with '{config.dlq_topic_prefix}' "
+                                 "(errors.deadletterqueue.topic.name.prefix)")
     return values
 
 

@@ -56,6 +56,7 @@ class GroupConfig:
     share_heartbeat_interval_ms: int = 5000
     share_session_timeout_ms: int = 45000
     share_max_size: int = 200
+    dlq_topic_prefix: str = "dlq."  # errors.deadletterqueue.topic.name.prefix
 
 
 @dataclass

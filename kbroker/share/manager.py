@@ -25,7 +25,7 @@ from typing import Callable, Iterable, Mapping
 import trio
 
 from kbroker.errors import ErrorCode, KafkaError
-from kbroker.group.dynamic_configs import SHARE_AUTO_OFFSET_RESET, reset_duration_ms, share_backoff
+from kbroker.group.dynamic_configs import DLQ_TOPIC_NAME, SHARE_AUTO_OFFSET_RESET, reset_duration_ms, share_backoff
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.share.partition import SharePartition
 from kbroker.share.partition_types import AcquiredRecords, Outcome, ShareConfig
@@ -35,7 +35,7 @@ from kbroker.share.sessions import ShareSessions
 from kbroker.share.state_records import (SHARE_STATE_TOPIC, ShareStateKey, ShareStateValue, decode_key, decode_value,
                                          encode_key, encode_value)
 from kbroker.wire.internal_records import build_internal_batch
-from kbroker.wire.records import iter_batch_headers, validate_batches
+from kbroker.wire.records import Record, build_batch, decode_records, iter_batch_headers, validate_batches
 
 logger = logging.getLogger(__name__)
 
@@ -55,8 +55,11 @@ class SharePartitionManager:
     def __init__(self, replica_manager, config: ShareConfig, clock: Callable[[], int],
                  group_configs: Callable[[str], Mapping[str, str]] | None = None,
                  max_sessions: int = 2000, topic_id: Callable[[str], uuid.UUID | None] = lambda _name: None,
-                 state_partitions: int = 50) -> None:
+                 state_partitions: int = 50, topic_configs: Callable[[str], Mapping[str, str] | None] = lambda _n: None,
+                 topic_info: Callable[[str], object] = lambda _n: None) -> None:
         self.replica_manager = replica_manager
+        self.topic_configs = topic_configs  # a topic's stored configs (None: no such topic)
+        self.topic_info = topic_info  # a topic's metadata (num_partitions)
         self.topic_id = topic_id  # a topic's id, for the state records' keys
         self.state_partitions = state_partitions  # of __share_group_state
         self._snapshots: dict[int, dict[ShareStateKey, ShareStateValue]] = {}  # per state partition, read once
@@ -178,12 +181,84 @@ class SharePartitionManager:
     def _update(self, group_id: str, tp: TopicPartition, result: tuple[SharePartition, Outcome]) -> Outcome:
         sp, outcome = result
         self.partitions[(group_id, tp)] = sp
+        if outcome.archived:
+            self._dead_letter(group_id, tp, outcome.archived)
         if outcome.expired or outcome.released:
             self._wake()
         for kind, items in (("acquired", outcome.acquired), ("archived", outcome.archived),
                             ("expired", outcome.expired), ("member_released", outcome.released)):
             self._count(group_id, tp, kind, sum(i.last_offset - i.first_offset + 1 for i in items))
         return outcome
+
+    # -- dead letters (KIP-1191) ---------------------------------------------------------------------
+    def _dead_letter(self, group_id: str, tp: TopicPartition, archived) -> None:
+        """Copy records rejected, or archived at the delivery count limit, to the group's dead-letter
+        topic (errors.deadletterqueue.topic.name) with headers naming where they came from and why.
+        The topic must exist with errors.deadletterqueue.group.enable=true and be led here; else the
+        records are only archived (logged)."""
+        name = str((self.group_configs(group_id) if self.group_configs else {}).get(DLQ_TOPIC_NAME, "")).strip()
+        if not name:
+            return
+        target = self.dlq_target(name, tp.partition)
+        if target is None:
+            logger.warning("share group %s: dead-letter topic %s cannot take records (missing, not "
+                           "errors.deadletterqueue.group.enable=true, or not led here); %d range(s) archived only",
+                           group_id, name, len(archived))
+            return
+        records = []
+        for item in archived:
+            for record in self._read_records(tp, item.first_offset, item.last_offset):
+                headers = [*record.headers,
+                           ("__dlq.errors.group.id", group_id.encode()),
+                           ("__dlq.errors.topic", tp.topic.encode()),
+                           ("__dlq.errors.partition", str(tp.partition).encode()),
+                           ("__dlq.errors.offset", str(record.offset).encode()),
+                           ("__dlq.errors.delivery.count", str(item.delivery_count).encode()),
+                           ("__dlq.errors.reason", str(item.reason).encode())]
+                records.append(Record(len(records), record.timestamp, record.key, record.value, headers))
+        if not records:
+            return
+        buf = bytearray(build_batch(records))
+        try:
+            target.append_records_to_leader(buf, validate_batches(buf, from_client=False), -1, from_client=False)
+        except KafkaError as exc:
+            logger.warning("share group %s: could not write to dead-letter topic %s: %s", group_id, name, exc)
+            return
+        self._count(group_id, tp, "dead_lettered", len(records))
+
+    def dlq_target(self, name: str, source_partition: int):
+        """The local leader of the dead-letter topic's partition for records of `source_partition`."""
+        configs = self.topic_configs(name)
+        if configs is None or str(configs.get("errors.deadletterqueue.group.enable", "false")).lower() != "true":
+            return None
+        info = self.topic_info(name)
+        if info is None or not info.num_partitions:
+            return None
+        try:
+            return self.replica_manager.get_leader_partition(TopicPartition(name, source_partition % info.num_partitions))
+        except KafkaError:
+            return None
+
+    def _read_records(self, tp: TopicPartition, first: int, last: int):
+        """The records of [first, last] in the log (what remains of them)."""
+        offset = first
+        while offset <= last:
+            read = self.replica_manager.read_partition(tp, offset, 1 << 20, False, True)
+            if read.error is not None or not read.records:
+                return
+            data = b"".join(r.read() if not isinstance(r, (bytes, bytearray)) else bytes(r) for r in read.records)
+            progressed = False
+            for pos, header in iter_batch_headers(data):
+                if header.is_control:
+                    offset = max(offset, header.next_offset)
+                    continue
+                for record in decode_records(data, pos, header):
+                    if first <= record.offset <= last and record.offset >= offset:
+                        yield record
+                offset = max(offset, header.next_offset)
+                progressed = True
+            if not progressed:
+                return
 
     def _wake(self) -> None:
         self._changed.set()

@@ -250,3 +250,56 @@ def test_redelivery_backoff_is_a_group_config(broker):
     while time.monotonic() - released_at < 1.6:
         time.sleep(0.05)
     assert acquired(share_fetch(broker, "a", 4))[0] == [(0, 0, 2)]
+
+
+def _dead_letters(broker, topic):
+    """(value, headers) of every record in `topic`'s partition 0, read from its log."""
+    out = []
+    read = broker.replica_manager.read_partition(TopicPartition(topic, 0), 0, 1 << 20, False, True)
+    data = b"".join(r.read() for r in read.records)
+    for pos, header in iter_batch_headers(data):
+        out += [(r.value, dict(r.headers)) for r in decode_records(data, pos, header)]
+    return out
+
+
+def test_rejected_and_exhausted_records_go_to_the_dead_letter_topic(tmp_path):
+    b = start(tmp_path, **{"group.coordinator.rebalance.protocols": "classic,consumer,share",
+                           "group.share.delivery.count.limit": "2"})
+    try:
+        trio.run(functools.partial(b.create_topic, "t", num_partitions=1))
+        trio.run(functools.partial(b.create_topic, "dlq.t", num_partitions=1,
+                                   configs={"errors.deadletterqueue.group.enable": "true"}))
+        trio.run(functools.partial(b.create_topic, "dlq.closed", num_partitions=1))  # not enabled
+        refused = ask(b, 44, 1, {"resources": [{"resource_type": 32, "resource_name": "sg", "configs": [
+            {"name": "errors.deadletterqueue.topic.name", "config_operation": 0, "value": "orders-dead"}]}],
+            "validate_only": False})
+        assert refused.responses[0].error_code == E.invalid_config  # not dlq.-prefixed
+        set_dlq = ask(b, 44, 1, {"resources": [{"resource_type": 32, "resource_name": "sg", "configs": [
+            {"name": "errors.deadletterqueue.topic.name", "config_operation": 0, "value": "dlq.t"}]}],
+            "validate_only": False})
+        assert set_dlq.responses[0].error_code == E.none
+        join(b, "a")
+        share_fetch(b, "a", 0)
+        produce(b, [b"good", b"poison", b"flaky"])
+        assert acquired(share_fetch(b, "a", 1))[0] == [(0, 2, 1)]
+        acknowledge(b, "a", 2, [(0, 0, [ACCEPT]), (1, 1, [REJECT]), (2, 2, [RELEASE])])
+        assert acquired(share_fetch(b, "a", 3))[0] == [(2, 2, 2)]
+        acknowledge(b, "a", 4, [(2, 2, [RELEASE])])  # its second delivery: the limit (2) archives it
+        letters = _dead_letters(b, "dlq.t")
+        assert [v for v, _h in letters] == [b"poison", b"flaky"]
+        poison, flaky = (h for _v, h in letters)
+        assert poison == {"__dlq.errors.group.id": b"sg", "__dlq.errors.topic": b"t", "__dlq.errors.partition": b"0",
+                          "__dlq.errors.offset": b"1", "__dlq.errors.delivery.count": b"1",
+                          "__dlq.errors.reason": b"rejected"}
+        assert (flaky["__dlq.errors.offset"], flaky["__dlq.errors.delivery.count"], flaky["__dlq.errors.reason"]) \
+            == (b"2", b"2", b"delivery count limit")
+        # a topic that did not opt in takes nothing
+        ask(b, 44, 1, {"resources": [{"resource_type": 32, "resource_name": "sg", "configs": [
+            {"name": "errors.deadletterqueue.topic.name", "config_operation": 0, "value": "dlq.closed"}]}],
+            "validate_only": False})
+        produce(b, [b"more"])
+        assert acquired(share_fetch(b, "a", 5))[0] == [(3, 3, 1)]
+        acknowledge(b, "a", 6, [(3, 3, [REJECT])])
+        assert _dead_letters(b, "dlq.closed") == []
+    finally:
+        b.shutdown()

@@ -17,7 +17,7 @@ from kbroker.group.dynamic_configs import (
 from kbroker.group.types import GroupConfig
 
 SHARE_DEFAULTS = {"share.auto.offset.reset": "latest", "share.redelivery.backoff.ms": 0,  # share groups' keys
-                  "share.redelivery.backoff.max.ms": 60000}
+                  "share.redelivery.backoff.max.ms": 60000, "errors.deadletterqueue.topic.name": ""}
 
 BROKER = GroupConfig()  # Kafka's defaults: heartbeat 5000 in [5000, 15000], session 45000 in [45000, 60000]
 WIDE = GroupConfig(consumer_min_session_timeout_ms=1000, consumer_min_heartbeat_interval_ms=1000)
@@ -91,7 +91,7 @@ def test_describe_shows_each_key_with_its_source():
         return {d.name: (d, value, source) for d, value, source in describe(config, stored)}
 
     described = rows(BROKER, {})
-    assert list(described) == [HB, SESSION, *sorted(SHARE_DEFAULTS)]
+    assert list(described) == sorted([HB, SESSION, *SHARE_DEFAULTS])
     assert described["share.auto.offset.reset"][1:] == ("latest", ConfigSource.DEFAULT_CONFIG)
     assert described[HB][1:] == ("5000", ConfigSource.DEFAULT_CONFIG)
     assert described[SESSION][1:] == ("45000", ConfigSource.DEFAULT_CONFIG)
@@ -105,3 +105,10 @@ def test_describe_shows_each_key_with_its_source():
     assert described[SESSION][1:] == ("45000", ConfigSource.DEFAULT_CONFIG)
     # the broker's own value is the default shown
     assert rows(GroupConfig(consumer_session_timeout_ms=50000), {})[SESSION][1] == "50000"
+
+
+def test_a_dead_letter_topic_must_have_the_prefix():
+    assert validate({"errors.deadletterqueue.topic.name": "dlq.orders"}, BROKER)["errors.deadletterqueue.topic.name"] \
+        == "dlq.orders"
+    assert refused({"errors.deadletterqueue.topic.name": "orders"}) == \
+        "errors.deadletterqueue.topic.name orders does not begin with 'dlq.' (errors.deadletterqueue.topic.name.prefix)"
