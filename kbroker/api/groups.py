@@ -14,6 +14,7 @@ import trio
 from kbroker.api.authorization import NOT_REQUESTED, ResourceType, authorized_operations
 from kbroker.api.access import Op, Res, cluster_allowed, require_group
 from kbroker.api.authorization import permitted
+from kbroker.api import share_offsets
 from kbroker.api.context import RequestContext
 from kbroker.errors import ErrorCode
 from kbroker.wire.protocol import to_ms
@@ -140,7 +141,11 @@ async def describe_groups(ctx: RequestContext, request) -> dict:
 async def delete_groups(ctx: RequestContext, request) -> dict:
     names = list(request.groups_names)
     allowed = [g for g in names if permitted(ctx, Op.DELETE, Res.GROUP, g)]
-    results = ctx.broker.group_coordinator.delete_groups(allowed) if allowed else {}
+    coordinator = ctx.broker.group_coordinator
+    shared = {g: code for g in allowed if (code := share_offsets.delete_share_group(ctx, coordinator, g)) is not None}
+    others = [g for g in allowed if g not in shared]
+    results = coordinator.delete_groups(others) if others else {}
+    results.update(shared)
     results.update({g: ErrorCode.group_authorization_failed for g in names if g not in allowed})
     return {"throttle_time": 0,
             "results": [{"group_id": gid, "error_code": code} for gid, code in results.items()]}

@@ -110,6 +110,29 @@ class ShareGroupsMixin:
             return E.group_id_not_found, f"Group {group_id} not found.", None
         return E.none, None, state
 
+    def share_group_for_offsets(self, group_id: str, known: bool) -> tuple[ErrorCode, str | None, sp.ShareGroupState | None]:
+        """For the share-group offset APIs and DeleteGroups: (error, message, the group's members'
+        state or None when it has no live members). `known`: the share-partitions have state for the
+        group (a share group whose members are gone, e.g. after a restart, is still one)."""
+        error = self._validate_status(group_id)
+        if error is not None:
+            return error, None, None
+        state = self.share_groups.get(group_id)
+        if state is not None and state.exists:
+            return E.none, None, state
+        other = self.groups.get(group_id)
+        if other is not None and (other.consumer is not None or other.members or other.offsets):
+            return E.group_id_not_found, f"Group {group_id} is not a share group.", None
+        if known:
+            return E.none, None, None
+        return E.group_id_not_found, f"Group {group_id} not found.", None
+
+    def drop_share_group(self, group_id: str) -> None:
+        """DeleteGroups of an empty share group."""
+        state = self.share_groups.pop(group_id, None)
+        for member_id in (state.members if state is not None else ()):
+            self.timers.cancel(("shb", group_id, member_id))
+
     def is_share_group(self, group_id: str) -> bool:
         state = self.share_groups.get(group_id)
         return state is not None and state.exists

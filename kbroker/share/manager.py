@@ -56,8 +56,10 @@ class SharePartitionManager:
                  group_configs: Callable[[str], Mapping[str, str]] | None = None,
                  max_sessions: int = 2000, topic_id: Callable[[str], uuid.UUID | None] = lambda _name: None,
                  state_partitions: int = 50, topic_configs: Callable[[str], Mapping[str, str] | None] = lambda _n: None,
-                 topic_info: Callable[[str], object] = lambda _n: None) -> None:
+                 topic_info: Callable[[str], object] = lambda _n: None,
+                 topic_name: Callable[[uuid.UUID], str | None] = lambda _i: None) -> None:
         self.replica_manager = replica_manager
+        self.topic_name = topic_name  # a topic id's name
         self.topic_configs = topic_configs  # a topic's stored configs (None: no such topic)
         self.topic_info = topic_info  # a topic's metadata (num_partitions)
         self.topic_id = topic_id  # a topic's id, for the state records' keys
@@ -135,21 +137,25 @@ class SharePartitionManager:
         if snapshots is None:
             if self._state_partition(partition) is None:
                 return None
-            snapshots = self._snapshots[partition] = {}
-            for batch in read_internal_batches(self.replica_manager, TopicPartition(SHARE_STATE_TOPIC, partition)):
-                for _offset, raw_key, raw_value in batch.records:
-                    k = decode_key(raw_key) if raw_key is not None else None
-                    if k is None:
-                        continue
-                    if raw_value is None:
-                        snapshots.pop(k, None)
-                        continue
-                    try:
-                        snapshots[k] = decode_value(raw_value)
-                    except ValueError as exc:
-                        logger.warning("unreadable share state for %s in %s-%d: %s", k, SHARE_STATE_TOPIC,
-                                       partition, exc)
+            snapshots = self._stored_partition(partition)
         return snapshots.get(key)
+
+    def _stored_partition(self, partition: int) -> dict[ShareStateKey, ShareStateValue]:
+        """Every snapshot of a local `__share_group_state` partition, read once."""
+        snapshots = self._snapshots[partition] = {}
+        for batch in read_internal_batches(self.replica_manager, TopicPartition(SHARE_STATE_TOPIC, partition)):
+            for _offset, raw_key, raw_value in batch.records:
+                k = decode_key(raw_key) if raw_key is not None else None
+                if k is None:
+                    continue
+                if raw_value is None:
+                    snapshots.pop(k, None)
+                    continue
+                try:
+                    snapshots[k] = decode_value(raw_value)
+                except ValueError as exc:
+                    logger.warning("unreadable share state for %s in %s-%d: %s", k, SHARE_STATE_TOPIC, partition, exc)
+        return snapshots
 
     def _persist(self, group_id: str, tp: TopicPartition) -> None:
         """Write the share-partition's snapshot; KafkaError when the append fails (the caller answers
@@ -369,6 +375,67 @@ class SharePartitionManager:
 
                 nursery.start_soon(appended)
                 nursery.start_soon(released)
+
+    # -- the group's offsets (Describe/Alter/DeleteShareGroupOffsets) -----------------------------------
+    def group_partitions(self, group_id: str) -> list[TopicPartition]:
+        """The share-partitions a group has state for here: live, or stored in local state partitions."""
+        found = {tp for group, tp in self.partitions if group == group_id}
+        for partition in range(self.state_partitions):
+            if partition not in self._snapshots and self._state_partition(partition) is not None:
+                self._stored_partition(partition)
+            for key in self._snapshots.get(partition, {}):
+                if key.group_id == group_id:
+                    name = self.topic_name(key.topic_id)
+                    if name is not None:
+                        found.add(TopicPartition(name, key.partition))
+        return sorted(found, key=lambda tp: (tp.topic, tp.partition))
+
+    def start_offset(self, group_id: str, tp: TopicPartition) -> int:
+        """The share-partition start offset, -1 when the group has none for it."""
+        sp = self.partitions.get((group_id, tp))
+        if sp is not None:
+            return sp.start_offset
+        stored = self._stored(group_id, tp)
+        return stored.snapshot.start_offset if stored is not None else -1
+
+    def reset_start(self, group_id: str, tp: TopicPartition, offset: int) -> ErrorCode:
+        """AlterShareGroupOffsets: the share-partition starts at `offset` (its in-flight state forgotten)."""
+        try:
+            self.replica_manager.get_leader_partition(tp)
+        except KafkaError as exc:
+            return exc.code
+        if (group_id, tp) in self.partitions or self._stored(group_id, tp) is not None:
+            sp = self.state(group_id, tp)
+            new, outcome = sp.reset_start(offset, self.clock())
+            if not outcome.ok:
+                return outcome.error
+        else:
+            new = SharePartition.initial(offset, self.config_for(group_id))
+        self.partitions[(group_id, tp)] = new
+        try:
+            self._persist(group_id, tp)
+        except KafkaError as exc:
+            return exc.code
+        return E.none
+
+    def forget(self, group_id: str, tp: TopicPartition) -> ErrorCode:
+        """DeleteShareGroupOffsets / DeleteGroups: the group's state for the partition goes (a
+        tombstone in __share_group_state); it starts again by share.auto.offset.reset."""
+        self.partitions.pop((group_id, tp), None)
+        found = self._state_key(group_id, tp)
+        if found is None:
+            return E.none
+        key, partition = found
+        leader = self._state_partition(partition)
+        if leader is None:
+            return E.none
+        buf = bytearray(build_internal_batch([(encode_key(key), None)], self.clock()))
+        try:
+            leader.append_records_to_leader(buf, validate_batches(buf, from_client=False), -1, from_client=False)
+        except KafkaError as exc:
+            return exc.code
+        self._snapshots.get(partition, {}).pop(key, None)
+        return E.none
 
     def lag(self, group_id: str, tp: TopicPartition) -> int | None:
         sp = self.partitions.get((group_id, tp))

@@ -1,0 +1,154 @@
+// Driver for the Java share consumer (KIP-932, KafkaShareConsumer), which exists only in
+// kafka-clients 4.x: compiled at test time against the 4.3.0 jars only (compat-tests/conftest.py:
+// java_share_harness_43), apart from KbrokerHarness.java, which must also compile against 3.9.0.
+// Used by compat-tests/test_share_groups_java.py. Output: one JSON line per event on stdout (no
+// JSON library on the classpath); a failure is {"event":"error",...} and exit status 1.
+//
+//   share-consumer <bootstrap> <group> <topic> <implicit|explicit> [accept|release-first|reject-first|hold]
+//       subscribe, print {"event":"ready"}, then poll (100 ms) until SIGTERM, printing
+//       {"event":"record","partition":p,"offset":o,"value":"...","delivery_count":n} per record.
+//       explicit: acknowledge each record per the policy, then commitSync() once per poll
+//         accept (default)  ACCEPT every record
+//         release-first     RELEASE a record the first time this process sees it, ACCEPT it after
+//         reject-first      REJECT a record the first time this process sees it, ACCEPT it after
+//         hold              never acknowledge: poll until records come, then keep them (no further
+//                           poll: in explicit mode the consumer refuses to poll with unacknowledged
+//                           records) until the process ends
+//       a failed acknowledgement: {"event":"ack-error","topic":t,"partition":p,"error":"<class>: <message>"}
+//       (from commitSync's result, or with "offsets":[...] from the acknowledgement commit callback)
+//       SIGTERM: wakeup(), close() (its implicit acknowledgements are sent then), {"event":"closed"}, exit 0.
+
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.Collections;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Optional;
+import java.util.Properties;
+import java.util.Set;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.apache.kafka.clients.consumer.AcknowledgeType;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaShareConsumer;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicIdPartition;
+import org.apache.kafka.common.errors.WakeupException;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+
+public class ShareHarness {
+    private static volatile boolean failing = false;
+
+    public static void main(String[] args) {
+        try {
+            switch (args[0]) {
+                case "share-consumer":
+                    shareConsumer(args[1], args[2], args[3], args[4], args.length > 5 ? args[5] : "accept");
+                    return;  // its shutdown hook ends the JVM
+                default: throw new IllegalArgumentException("unknown subcommand " + args[0]);
+            }
+        } catch (Throwable t) {
+            failing = true;
+            Throwable root = t;
+            while (root.getCause() != null && root.getCause() != root) root = root.getCause();
+            emit("{\"event\":\"error\",\"error\":" + jsonString(root.getClass().getName()) + ",\"message\":"
+                    + jsonString(String.valueOf(root.getMessage())) + "}");
+            t.printStackTrace();
+            System.exit(1);
+        }
+    }
+
+    static synchronized void emit(String json) {
+        System.out.println(json);
+        System.out.flush();
+    }
+
+    static String jsonString(String s) {
+        StringBuilder sb = new StringBuilder("\"");
+        for (char ch : s.toCharArray()) {
+            if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
+            else if (ch < 0x20) sb.append(String.format("\\u%04x", (int) ch));
+            else sb.append(ch);
+        }
+        return sb.append('"').toString();
+    }
+
+    static void shareConsumer(String bootstrap, String group, String topic, String mode, String policy) {
+        if (!mode.equals("implicit") && !mode.equals("explicit"))
+            throw new IllegalArgumentException("mode must be implicit or explicit, got " + mode);
+        if (!Set.of("accept", "release-first", "reject-first", "hold").contains(policy))
+            throw new IllegalArgumentException("unknown policy " + policy);
+        boolean explicit = mode.equals("explicit");
+        Properties p = new Properties();  // only these: KafkaShareConsumer refuses several consumer configs
+        p.put("bootstrap.servers", bootstrap);
+        p.put("group.id", group);
+        p.put("share.acknowledgement.mode", mode);
+        p.put("key.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("value.deserializer", ByteArrayDeserializer.class.getName());
+        p.put("fetch.max.wait.ms", "100");
+        KafkaShareConsumer<byte[], byte[]> consumer = new KafkaShareConsumer<>(p);
+        AtomicBoolean stop = new AtomicBoolean(false);
+        AtomicBoolean closed = new AtomicBoolean(false);
+        Thread mainThread = Thread.currentThread();
+        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+            if (failing) return;  // main is exiting with its own status
+            stop.set(true);
+            consumer.wakeup();
+            try {
+                mainThread.join(60_000);
+            } catch (InterruptedException ignored) {
+                // fall through: the status below says whether the consumer closed
+            }
+            System.out.flush();
+            Runtime.getRuntime().halt(closed.get() ? 0 : 1);
+        }, "share-consumer-shutdown"));
+
+        // every acknowledgement the broker refused, whichever way it was sent (piggybacked on ShareFetch,
+        // ShareAcknowledge from commitSync, or on close)
+        consumer.setAcknowledgementCommitCallback((offsets, exc) -> {
+            if (exc == null) return;
+            offsets.forEach((tip, offs) -> emit("{\"event\":\"ack-error\",\"topic\":" + jsonString(tip.topic())
+                    + ",\"partition\":" + tip.partition() + ",\"offsets\":" + new java.util.TreeSet<>(offs)
+                    + ",\"error\":" + jsonString(exc.getClass().getName() + ": " + exc.getMessage()) + "}"));
+        });
+        consumer.subscribe(Collections.singletonList(topic));
+        emit("{\"event\":\"ready\"}");
+        Set<String> seen = new HashSet<>();  // "partition:offset" of every record this process got
+        boolean holding = false;
+        try {
+            while (!stop.get()) {
+                if (holding) {  // hold: keep the records, poll no more
+                    Thread.sleep(50);
+                    continue;
+                }
+                ConsumerRecords<byte[], byte[]> records = consumer.poll(Duration.ofMillis(100));
+                for (ConsumerRecord<byte[], byte[]> r : records) {
+                    emit("{\"event\":\"record\",\"partition\":" + r.partition() + ",\"offset\":" + r.offset()
+                            + ",\"value\":" + jsonString(r.value() == null ? "" : new String(r.value(), StandardCharsets.UTF_8))
+                            + ",\"delivery_count\":" + r.deliveryCount().map(Short::intValue).orElse(-1) + "}");
+                    boolean first = seen.add(r.partition() + ":" + r.offset());
+                    if (!explicit || policy.equals("hold")) continue;
+                    AcknowledgeType type = AcknowledgeType.ACCEPT;
+                    if (first && policy.equals("release-first")) type = AcknowledgeType.RELEASE;
+                    if (first && policy.equals("reject-first")) type = AcknowledgeType.REJECT;
+                    consumer.acknowledge(r, type);
+                }
+                if (records.isEmpty() || !explicit) continue;
+                if (policy.equals("hold")) {
+                    holding = true;
+                    continue;
+                }
+                Map<TopicIdPartition, Optional<KafkaException>> results = consumer.commitSync();
+                results.forEach((tip, exc) -> exc.ifPresent(e -> emit("{\"event\":\"ack-error\",\"topic\":"
+                        + jsonString(tip.topic()) + ",\"partition\":" + tip.partition() + ",\"error\":"
+                        + jsonString(e.getClass().getName() + ": " + e.getMessage()) + "}")));
+            }
+        } catch (WakeupException | InterruptedException e) {
+            // SIGTERM: close below
+        }
+        consumer.close(Duration.ofSeconds(30));  // sends what implicit acknowledgement still owes, leaves the group
+        emit("{\"event\":\"closed\"}");
+        closed.set(true);
+    }
+}
