@@ -177,3 +177,56 @@ def test_a_killed_consumers_records_go_to_another_after_the_lock(kt, kbroker, ck
             worker.kill()
         worker.wait(10)
         survivor.close()
+
+
+def test_the_work_queue_example(kt, kbroker, ck):
+    """examples/work_queue.py: 4 workers on a 2-partition topic; every job done once, the flaky ones
+    after one RELEASE (delivery count 2), the poison ones rejected and in the dead-letter topic."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = _topic(kt, kbroker, ck, "jobs", 2)
+    group = kt.topic_name("share", "jobs-group")
+    dlq = "dlq." + topic
+    admin = AdminClient({"bootstrap.servers": kbroker.bootstrap})
+    admin.create_topics([NewTopic(dlq, 1, 1, config={"errors.deadletterqueue.group.enable": "true"})])[dlq].result(30)
+    for key, value in (("share.auto.offset.reset", "earliest"), ("errors.deadletterqueue.topic.name", dlq)):
+        cp = subprocess.run([sys.executable, "-m", "kbroker", "configs", "alter", "--bootstrap-server",
+                             kbroker.bootstrap, "--group", group, "--add-config", f"{key}={value}"],
+                            capture_output=True, text=True, timeout=60)
+        assert cp.returncode == 0, cp.stderr
+    producer = ck.Producer({"bootstrap.servers": kbroker.bootstrap})
+    jobs = [f"job-{i}" for i in range(60)] + [f"flaky-{i}" for i in range(5)] + [f"poison-{i}" for i in range(3)]
+    for i, job in enumerate(jobs):
+        producer.produce(topic, value=job.encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    run = subprocess.run([sys.executable, "examples/work_queue.py", "--bootstrap", kbroker.bootstrap, "--topic", topic,
+                          "--group", group, "--workers", "4", "--idle-exit-s", "5"],
+                         capture_output=True, text=True, timeout=150, cwd=kt.REPO)
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = [ln.split(" ", 5) for ln in run.stdout.splitlines() if ln[:1].isdigit()]
+    accepted = sorted(v for _w, kind, _p, _o, _c, v in lines if kind == "accept")
+    assert accepted == sorted(j for j in jobs if not j.startswith("poison"))  # each job done once
+    assert sorted(v for _w, kind, *_x, v in lines if kind == "release") == [f"flaky-{i}" for i in range(5)]
+    assert all(c == "2" for _w, kind, _p, _o, c, v in lines if kind == "accept" and v.startswith("flaky"))
+    assert sorted(v for _w, kind, *_x, v in lines if kind == "reject") == [f"poison-{i}" for i in range(3)]
+    assert len({w for w, *_x in lines}) >= 2  # the work was shared
+    assert run.stdout.rstrip().endswith("done: 65 accepted, 5 released, 3 rejected")
+    dead = ck.Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": kt.topic_name("share", "dlq-reader"),
+                        "auto.offset.reset": "earliest"})
+    try:
+        dead.subscribe([dlq])
+        letters = _poll_all_classic(dead, 3, 30)
+    finally:
+        dead.close()
+    assert sorted(m.value() for m in letters) == [f"poison-{i}".encode() for i in range(3)]
+    assert all(dict(m.headers())["__dlq.errors.reason"] == b"rejected" for m in letters)
+
+
+def _poll_all_classic(consumer, n: int, timeout_s: float) -> list:
+    got = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < n and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m)
+    return got
