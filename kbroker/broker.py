@@ -156,7 +156,7 @@ class Broker:
             self.metadata.add_listener(lambda name, info: info is None and self.stats.forget_topic(name))
         self.group_coordinator = GroupCoordinator(_group_config(config), PartitionOffsetsLog(self.replica_manager, now_ms),
                                                   now_ms)
-        self.group_coordinator.topics = MetadataTopics(self.metadata)
+        self.group_coordinator.topics = MetadataTopics(self.metadata, self.views)
         self.group_coordinator.group_configs = self.metadata.group_configs  # per-group configs (KIP-848)
         self.share_manager = SharePartitionManager(  # share groups' partitions led here (KIP-932)
             self.replica_manager, ShareConfig(
@@ -166,7 +166,8 @@ class Broker:
             now_ms, self.metadata.group_configs, config.get("group.share.max.share.sessions"),
             topic_id=self.group_coordinator.topics.topic_id, state_partitions=config.get("share.coordinator.state.topic.num.partitions"),
             topic_configs=self.metadata.configs_of, topic_info=self.metadata.topic,
-            topic_name=self.group_coordinator.topics.topic_name)
+            topic_name=self.group_coordinator.topics.topic_name,
+            view_of=lambda name: self.views.view(name), view_filter=lambda *a: self.view_reader.filter(*a))
         self.group_coordinator.share_member_gone.append(self.share_manager.member_gone)
         self.txn_coordinator = TransactionCoordinator(
             _txn_config(config),
@@ -578,25 +579,38 @@ def _txn_config(config: BrokerConfig) -> TransactionConfig:
 
 
 class PartitionCounts(Mapping[str, int]):
-    """topic -> partition count, read through from the metadata's live topics (a heartbeat asks for
-    one or two topics; copying every topic's count for it would cost as many topics as there are)."""
+    """topic -> partition count, read through from the metadata's live topics and the filtered
+    views (a view has its source's partitions) — a heartbeat asks for one or two topics; copying
+    every topic's count for it would cost as many topics as there are."""
 
-    __slots__ = ("_topics",)
+    __slots__ = ("_topics", "_views")
 
-    def __init__(self, topics: Mapping[str, TopicInfo]) -> None:
+    def __init__(self, topics: Mapping[str, TopicInfo], views: Mapping | None = None) -> None:
         self._topics = topics
+        self._views = views or {}
 
     def __getitem__(self, name: str) -> int:
-        return self._topics[name].num_partitions
+        info = self._topics.get(name)
+        if info is not None:
+            return info.num_partitions
+        view = self._views.get(name)
+        source = self._topics.get(view.source) if view is not None else None
+        if source is None:
+            raise KeyError(name)
+        return source.num_partitions
 
     def __contains__(self, name: object) -> bool:
-        return name in self._topics
+        if name in self._topics:
+            return True
+        view = self._views.get(name)
+        return view is not None and view.source in self._topics
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._topics)
+        yield from self._topics
+        yield from (name for name, view in self._views.items() if view.source in self._topics)
 
     def __len__(self) -> int:
-        return len(self._topics)
+        return sum(1 for _ in self)
 
 
 def _group_config(config: BrokerConfig) -> GroupConfig:
@@ -637,18 +651,23 @@ class MetadataTopics:
     """The group coordinator's view of the topics (consumer-protocol assignments): partition counts,
     ids, and the racks of each partition's replicas."""
 
-    def __init__(self, metadata) -> None:
+    def __init__(self, metadata, views=None) -> None:
         self.metadata = metadata
+        self.views = views  # the filtered views' catalogue: views are topics to the groups too
 
     def partition_counts(self) -> Mapping[str, int]:
-        return PartitionCounts(self.metadata.topics())
+        return PartitionCounts(self.metadata.topics(), self.views.views() if self.views is not None else None)
 
     def topic_id(self, name: str):
         info = self.metadata.topic(name)
+        if info is None and self.views is not None:
+            info = self.views.view(name)
         return None if info is None else info.topic_id
 
     def topic_name(self, topic_id) -> str | None:
         info = self.metadata.topic_by_id(topic_id)
+        if info is None and self.views is not None:
+            info = self.views.view_by_id(topic_id)
         return None if info is None else info.name
 
     def internal_topics(self) -> frozenset[str]:

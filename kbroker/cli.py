@@ -16,6 +16,7 @@ from kbroker.admin.configs_cmd import add_configs_command, run_configs
 from kbroker.admin.connection import AdminError
 from kbroker.admin.delayed import add_delayed_command, run_delayed
 from kbroker.admin.groups import add_groups_command, run_groups
+from kbroker.admin.share_groups import add_share_groups_command, run_share_groups
 from kbroker.admin.quotas import add_quotas_command, run_quotas
 from kbroker.admin.cluster_cmd import add_cluster_command, run_cluster
 from kbroker.admin.reassign import add_reassign_command, run_reassign
@@ -54,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
                                 "certificate, SCRAM-SHA-512 and PLAIN, and an admin user (in <data>/dev-security/, "
                                 "with the client.properties to use)")
     add_groups_command(sub)
+    add_share_groups_command(sub)
     add_topics_command(sub)
     add_configs_command(sub)
     add_reassign_command(sub)
@@ -76,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     if args.command == "groups":
         return run_groups(args)
+    if args.command == "share-groups":
+        return run_share_groups(args)
     if args.command == "topics":
         return run_topics(args)
     if args.command == "configs":

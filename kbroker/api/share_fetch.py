@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+from kbroker.api import views
 from kbroker.api.access import Op, Res, allowed_topics
 from kbroker.api.authorization import permitted
 from kbroker.api.context import RequestContext
@@ -75,9 +76,8 @@ def _resolve(ctx: RequestContext, keys) -> tuple[dict[tuple, TopicPartition], di
     """Topic ids to partitions this principal may READ; the others with their error."""
     names = {}
     for topic_id, _p in keys:
-        if topic_id not in names:
-            info = ctx.broker.metadata.topic_by_id(topic_id) if topic_id is not None else None
-            names[topic_id] = info.name if info is not None else None
+        if topic_id not in names:  # a topic's id, or a filtered view's
+            names[topic_id] = views.name_of_id(ctx, topic_id) if topic_id is not None else None
     readable = allowed_topics(ctx, Op.READ, {n for n in names.values() if n is not None})
     resolved, errors = {}, {}
     for key in keys:

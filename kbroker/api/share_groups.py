@@ -24,10 +24,11 @@ def _error(code: ErrorCode, message: str | None = None) -> dict:
 
 def _topic_partitions(ctx: RequestContext, assignment, with_names: bool = False) -> list[dict]:
     out = []
+    topic_id_of = ctx.broker.group_coordinator.topics.topic_id  # topics and filtered views
     for topic in sorted(assignment):
-        info = ctx.broker.metadata.topic(topic)
-        if info is not None:
-            entry = {"topic_id": info.topic_id, "partitions": sorted(assignment[topic])}
+        topic_id = topic_id_of(topic)
+        if topic_id is not None:
+            entry = {"topic_id": topic_id, "partitions": sorted(assignment[topic])}
             if with_names:
                 entry["topic_name"] = topic
             out.append(entry)

@@ -57,8 +57,11 @@ class SharePartitionManager:
                  max_sessions: int = 2000, topic_id: Callable[[str], uuid.UUID | None] = lambda _name: None,
                  state_partitions: int = 50, topic_configs: Callable[[str], Mapping[str, str] | None] = lambda _n: None,
                  topic_info: Callable[[str], object] = lambda _n: None,
-                 topic_name: Callable[[uuid.UUID], str | None] = lambda _i: None) -> None:
+                 topic_name: Callable[[uuid.UUID], str | None] = lambda _i: None,
+                 view_of: Callable[[str], object] = lambda _n: None, view_filter: Callable | None = None) -> None:
         self.replica_manager = replica_manager
+        self.view_of = view_of  # a filtered view's definition (None: an ordinary topic)
+        self.view_filter = view_filter  # ViewReader.filter(view, partition, read result)
         self.topic_name = topic_name  # a topic id's name
         self.topic_configs = topic_configs  # a topic's stored configs (None: no such topic)
         self.topic_info = topic_info  # a topic's metadata (num_partitions)
@@ -76,7 +79,7 @@ class SharePartitionManager:
 
     # -- state ---------------------------------------------------------------------------------------
     def _start_offset(self, group_id: str, tp: TopicPartition) -> int:
-        partition = self.replica_manager.get_leader_partition(tp)  # NOT_LEADER_OR_FOLLOWER otherwise
+        partition = self._leader(tp)  # NOT_LEADER_OR_FOLLOWER otherwise
         log = partition.log
         reset = "latest"
         if self.group_configs is not None:
@@ -175,7 +178,7 @@ class SharePartitionManager:
 
     def _leader_epoch(self, tp: TopicPartition) -> int:
         try:
-            return self.replica_manager.get_leader_partition(tp).leader_epoch
+            return self._leader(tp).leader_epoch
         except (KafkaError, AttributeError):
             return -1
 
@@ -249,7 +252,7 @@ class SharePartitionManager:
         """The records of [first, last] in the log (what remains of them)."""
         offset = first
         while offset <= last:
-            read = self.replica_manager.read_partition(tp, offset, 1 << 20, False, True)
+            read = self._read(tp, offset, 1 << 20, False)
             if read.error is not None or not read.records:
                 return
             data = b"".join(r.read() if not isinstance(r, (bytes, bytearray)) else bytes(r) for r in read.records)
@@ -265,6 +268,23 @@ class SharePartitionManager:
                 progressed = True
             if not progressed:
                 return
+
+    # -- the log under a share-partition: its topic's, or a filtered view's source's -------------------
+    def _log_tp(self, tp: TopicPartition) -> TopicPartition:
+        view = self.view_of(tp.topic)
+        return TopicPartition(view.source, tp.partition) if view is not None else tp
+
+    def _leader(self, tp: TopicPartition):
+        return self.replica_manager.get_leader_partition(self._log_tp(tp))
+
+    def _read(self, tp: TopicPartition, offset: int, max_bytes: int, read_committed: bool):
+        """A read at `offset`; for a view, its source's read through the view's filter (the records
+        it leaves out are offsets without a record: the clients acknowledge them as gaps)."""
+        view = self.view_of(tp.topic)
+        result = self.replica_manager.read_partition(self._log_tp(tp), offset, max_bytes, read_committed, True)
+        if view is not None and result.error is None and self.view_filter is not None:
+            self.view_filter(view, tp.partition, result)
+        return result
 
     def _wake(self) -> None:
         self._changed.set()
@@ -283,7 +303,7 @@ class SharePartitionManager:
         if max_records <= 0 or not sp.can_acquire(now):
             return AcquireResult()
         offset = sp.next_fetch_offset(now)
-        read = self.replica_manager.read_partition(tp, offset, max(max_bytes, 1), read_committed, True)
+        read = self._read(tp, offset, max(max_bytes, 1), read_committed)
         if read.error is not None:
             return AcquireResult(read.error.code)
         if not read.records:
@@ -305,7 +325,7 @@ class SharePartitionManager:
                     batches: Iterable[tuple[int, int, tuple[int, ...]]]) -> ErrorCode:
         if (group_id, tp) not in self.partitions:
             try:
-                self.replica_manager.get_leader_partition(tp)
+                self._leader(tp)
             except KafkaError as exc:
                 return exc.code
             return E.invalid_record_state  # nothing was ever acquired here
@@ -401,7 +421,7 @@ class SharePartitionManager:
     def reset_start(self, group_id: str, tp: TopicPartition, offset: int) -> ErrorCode:
         """AlterShareGroupOffsets: the share-partition starts at `offset` (its in-flight state forgotten)."""
         try:
-            self.replica_manager.get_leader_partition(tp)
+            self._leader(tp)
         except KafkaError as exc:
             return exc.code
         if (group_id, tp) in self.partitions or self._stored(group_id, tp) is not None:
@@ -442,7 +462,7 @@ class SharePartitionManager:
         if sp is None:
             return None
         try:
-            end = self.replica_manager.get_leader_partition(tp).high_watermark
+            end = self._leader(tp).high_watermark
         except KafkaError:
             return None
         return sp.lag(end)

@@ -303,3 +303,35 @@ def test_rejected_and_exhausted_records_go_to_the_dead_letter_topic(tmp_path):
         assert _dead_letters(b, "dlq.closed") == []
     finally:
         b.shutdown()
+
+
+def test_a_share_group_on_a_filtered_view_gets_only_its_records(broker):
+    """A work queue of only the tagged records: the share group reads the view `t-eu` of `t`."""
+    trio.run(functools.partial(broker.create_topic, "t-eu", configs={"view.source": "t", "view.filter": "any(eu)"}))
+    r = ask(broker, SHARE_HEARTBEAT, 1, {"group_id": "sg", "member_id": "a", "member_epoch": 0, "rack_id": None,
+                                         "subscribed_topic_names": ["t-eu"]})
+    view_id = broker.views.view("t-eu").topic_id
+    assert [(tp.topic_id, tuple(tp.partitions)) for tp in r.assignment.topic_partitions] == [(view_id, (0,))]
+
+    def fetch(epoch, acks=()):
+        body = {"group_id": "sg", "member_id": "a", "share_session_epoch": epoch, "max_wait": 0, "min_bytes": 1,
+                "max_bytes": 1 << 20, "max_records": 100, "batch_size": 100, "share_acquire_mode": 0,
+                "is_renew_ack": False, "forgotten_topics_data": [],
+                "topics": [{"topic_id": view_id, "partitions": [{"partition_index": 0, "acknowledgement_batches": [
+                    {"first_offset": f, "last_offset": l, "acknowledge_types": list(t)} for f, l, t in acks]}]}]}
+        return ask(broker, SHARE_FETCH, 2, body)
+
+    fetch(0)
+    for i, tag in enumerate([b"eu", b"us", b"eu,vip", b"us"]):
+        batch = build_batch([Record(0, 1_000, None, f"r{i}".encode(), [("tags", tag)])])
+        body = {"transactional_id": None, "acks": 1, "timeout": 5000,
+                "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": batch}]}]}
+        assert ask(broker, PRODUCE, 9, body).responses[0].partition_responses[0].error_code == E.none
+    ranges, values = acquired(fetch(1))
+    assert values == [b"r0", b"r2"]  # only the view's records reach the group
+    # what the view left out are offsets without a record; the member acknowledges them as gaps
+    acks = [(0, 0, [ACCEPT]), (1, 1, [0]), (2, 2, [ACCEPT]), (3, 3, [0])]
+    offsets = {o for f, l, _c in ranges for o in range(f, l + 1)}
+    done = fetch(2, [a for a in acks if a[0] in offsets])
+    assert done.responses[0].partitions[0].acknowledge_error_code == E.none
+    assert broker.share_manager.partitions[("sg", TopicPartition("t-eu", 0))].start_offset == max(offsets) + 1
