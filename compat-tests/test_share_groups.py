@@ -230,3 +230,33 @@ def _poll_all_classic(consumer, n: int, timeout_s: float) -> list:
         if m is not None and m.error() is None:
             got.append(m)
     return got
+
+
+def test_read_committed_skips_aborted_transactions(kt, kbroker, ck):
+    """share.isolation.level=read_committed: the records of an aborted transaction are never
+    delivered, those of a committed one are, and the transaction markers are no records at all."""
+    topic = _topic(kt, kbroker, ck, "txn", 1)
+    group = kt.topic_name("share", "txn-group")
+    cp = subprocess.run([sys.executable, "-m", "kbroker", "configs", "alter", "--bootstrap-server", kbroker.bootstrap,
+                         "--group", group, "--add-config", "share.isolation.level=read_committed"],
+                        capture_output=True, text=True, timeout=60)
+    assert cp.returncode == 0, cp.stderr
+    c = _consumer(ck, kbroker, group)
+    try:
+        c.subscribe([topic])
+        _settle([c])
+        producer = ck.Producer({"bootstrap.servers": kbroker.bootstrap,
+                                "transactional.id": kt.topic_name("share", "txn-id")})
+        producer.init_transactions(30)
+        for values, commit in (([b"c1", b"c2"], True), ([b"a1", b"a2", b"a3"], False), ([b"c3"], True)):
+            producer.begin_transaction()
+            for v in values:
+                producer.produce(topic, value=v, partition=0)
+            producer.flush(30)
+            (producer.commit_transaction if commit else producer.abort_transaction)(30)
+        got = _poll_all([c], lambda g: len(g[0]) >= 3, 30)[0]
+        assert [v for _p, _o, v, _c in got] == [b"c1", b"c2", b"c3"]
+        extra = _poll_all([c], lambda g: False, LOCK_MS / 1000 + 2)[0]  # nothing else, ever
+        assert extra == []
+    finally:
+        c.close()

@@ -24,6 +24,7 @@ from kbroker.group.types import GroupConfig
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 SHARE_AUTO_OFFSET_RESET = "share.auto.offset.reset"
+SHARE_ISOLATION_LEVEL = "share.isolation.level"
 DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"  # Kafka 4.4 (KIP-1191): a share group's dead letters
 SHARE_REDELIVERY_BACKOFF_MS = "share.redelivery.backoff.ms"  # kbroker's own
 SHARE_REDELIVERY_BACKOFF_MAX_MS = "share.redelivery.backoff.max.ms"  # kbroker's own
@@ -56,6 +57,12 @@ GROUP_CONFIGS: dict[str, ConfigDef] = {
         "Where a share group starts on a partition it has no state for: latest, earliest, or "
         "by_duration:<ISO-8601 duration> (the first record at or after now minus the duration).",
         Rule(_reset_ok, "Invalid value. Must be one of latest, earliest or by_duration:<duration>")),
+    SHARE_ISOLATION_LEVEL: ConfigDef(
+        SHARE_ISOLATION_LEVEL, ConfigType.STRING, "read_uncommitted",
+        "What a share group reads of transactional records: read_uncommitted (all of them, up to the high "
+        "watermark) or read_committed (committed ones only, up to the last stable offset).",
+        Rule(lambda v: str(v).strip().lower() in ("read_uncommitted", "read_committed"),
+             "Invalid value. Must be read_uncommitted or read_committed")),
     DLQ_TOPIC_NAME: ConfigDef(
         DLQ_TOPIC_NAME, ConfigType.STRING, "",
         "The topic a share group's rejected records, and those archived at the delivery count limit, are "
@@ -85,7 +92,8 @@ def defaults(config: GroupConfig) -> dict[str, int]:
     """The broker's values, what a group without its own has (Kafka's extractConsumerGroupConfigMap)."""
     return {CONSUMER_SESSION_TIMEOUT_MS: config.consumer_session_timeout_ms,
             CONSUMER_HEARTBEAT_INTERVAL_MS: config.consumer_heartbeat_interval_ms,
-            SHARE_AUTO_OFFSET_RESET: "latest", DLQ_TOPIC_NAME: "", SHARE_REDELIVERY_BACKOFF_MS: 0,
+            SHARE_AUTO_OFFSET_RESET: "latest", SHARE_ISOLATION_LEVEL: "read_uncommitted", DLQ_TOPIC_NAME: "",
+            SHARE_REDELIVERY_BACKOFF_MS: 0,
             SHARE_REDELIVERY_BACKOFF_MAX_MS: 60000}
 
 

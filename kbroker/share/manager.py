@@ -25,7 +25,8 @@ from typing import Callable, Iterable, Mapping
 import trio
 
 from kbroker.errors import ErrorCode, KafkaError
-from kbroker.group.dynamic_configs import DLQ_TOPIC_NAME, SHARE_AUTO_OFFSET_RESET, reset_duration_ms, share_backoff
+from kbroker.group.dynamic_configs import (DLQ_TOPIC_NAME, SHARE_AUTO_OFFSET_RESET, SHARE_ISOLATION_LEVEL,
+                                           reset_duration_ms, share_backoff)
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.share.partition import SharePartition
 from kbroker.share.partition_types import AcquiredRecords, Outcome, ShareConfig
@@ -303,23 +304,40 @@ class SharePartitionManager:
         if max_records <= 0 or not sp.can_acquire(now):
             return AcquireResult()
         offset = sp.next_fetch_offset(now)
+        read_committed = read_committed or self._read_committed(group_id)
         read = self._read(tp, offset, max(max_bytes, 1), read_committed)
         if read.error is not None:
             return AcquireResult(read.error.code)
         if not read.records:
             return AcquireResult()
         data = b"".join(r.read() if not isinstance(r, (bytes, bytearray)) else bytes(r) for r in read.records)
-        batches = [(h.base_offset, h.last_offset, pos, end) for pos, end, h in _batches(data)]
-        if not batches:
+        headers = list(_batches(data))
+        if not headers:
             return AcquireResult()
-        first, last = max(batches[0][0], offset), batches[-1][1]
+        first, last = max(headers[0][2].base_offset, offset), headers[-1][2].last_offset
         outcome = self._update(group_id, tp, sp.acquire(member_id, first, last, max_records, now))
         if not outcome.acquired:
             return AcquireResult()
-        lo, hi = outcome.acquired[0].first_offset, outcome.acquired[-1].last_offset
-        kept = b"".join(data[pos:end] for base, last_offset, pos, end in batches
-                        if last_offset >= lo and base <= hi)
-        return AcquireResult(E.none, kept, outcome.acquired)
+        # transaction markers, and with read_committed the aborted transactions' records, are no
+        # records to the group: archived at once (as gaps), never handed out
+        skipped = _skipped(headers, read.aborted_transactions if read_committed else None)
+        acquired = outcome.acquired
+        if skipped:
+            gaps = [(a, b, (0,)) for a, b in _clip(skipped, acquired)]
+            if gaps:
+                self._update(group_id, tp, self.partitions[(group_id, tp)].acknowledge(member_id, gaps, now))
+            acquired = tuple(_subtract(acquired, skipped))
+            if not acquired:
+                return AcquireResult()
+        lo, hi = acquired[0].first_offset, acquired[-1].last_offset
+        kept = b"".join(data[pos:end] for pos, end, h in headers
+                        if h.last_offset >= lo and h.base_offset <= hi and not h.is_control)
+        return AcquireResult(E.none, kept, acquired)
+
+    def _read_committed(self, group_id: str) -> bool:
+        if self.group_configs is None:
+            return False
+        return str(self.group_configs(group_id).get(SHARE_ISOLATION_LEVEL, "")).strip().lower() == "read_committed"
 
     def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
                     batches: Iterable[tuple[int, int, tuple[int, ...]]]) -> ErrorCode:
@@ -466,6 +484,55 @@ class SharePartitionManager:
         except KafkaError:
             return None
         return sp.lag(end)
+
+
+def _skipped(headers, aborted) -> list[tuple[int, int]]:
+    """Offset ranges that hold no record for a share group: control batches (transaction markers),
+    and with read_committed (`aborted` not None) the batches of the aborted transactions — as a
+    read_committed consumer drops them (Kafka's Fetcher): a producer is aborted from its
+    transaction's first offset until its next control batch (the ABORT marker)."""
+    out: list[tuple[int, int]] = []
+    pending = sorted(aborted or (), key=lambda a: a.first_offset)
+    aborted_producers: set[int] = set()
+    for _pos, _end, h in headers:
+        while pending and pending[0].first_offset <= h.last_offset:
+            aborted_producers.add(pending.pop(0).producer_id)
+        if h.is_control:
+            aborted_producers.discard(h.producer_id)
+            out.append((h.base_offset, h.last_offset))
+        elif h.is_transactional and h.producer_id in aborted_producers:
+            out.append((h.base_offset, h.last_offset))
+    return out
+
+
+def _clip(ranges, acquired) -> list[tuple[int, int]]:
+    """The parts of `ranges` inside the acquired ranges."""
+    out = []
+    for a, b in ranges:
+        for r in acquired:
+            lo, hi = max(a, r.first_offset), min(b, r.last_offset)
+            if lo <= hi:
+                out.append((lo, hi))
+    return sorted(out)
+
+
+def _subtract(acquired, ranges):
+    """The acquired ranges with `ranges` cut out."""
+    for r in acquired:
+        pieces = [(r.first_offset, r.last_offset)]
+        for a, b in ranges:
+            nxt = []
+            for lo, hi in pieces:
+                if b < lo or a > hi:
+                    nxt.append((lo, hi))
+                    continue
+                if lo < a:
+                    nxt.append((lo, a - 1))
+                if b < hi:
+                    nxt.append((b + 1, hi))
+            pieces = nxt
+        for lo, hi in pieces:
+            yield AcquiredRecords(lo, hi, r.delivery_count)
 
 
 def _batches(data: bytes):

@@ -17,7 +17,8 @@ from kbroker.group.dynamic_configs import (
 from kbroker.group.types import GroupConfig
 
 SHARE_DEFAULTS = {"share.auto.offset.reset": "latest", "share.redelivery.backoff.ms": 0,  # share groups' keys
-                  "share.redelivery.backoff.max.ms": 60000, "errors.deadletterqueue.topic.name": ""}
+                  "share.redelivery.backoff.max.ms": 60000, "errors.deadletterqueue.topic.name": "",
+                  "share.isolation.level": "read_uncommitted"}
 
 BROKER = GroupConfig()  # Kafka's defaults: heartbeat 5000 in [5000, 15000], session 45000 in [45000, 60000]
 WIDE = GroupConfig(consumer_min_session_timeout_ms=1000, consumer_min_heartbeat_interval_ms=1000)
