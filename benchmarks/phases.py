@@ -588,6 +588,15 @@ def phase_groups_cpu(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_share(ctx: Ctx) -> list[dict]:
+    """Share groups (KIP-932) with confluent-kafka ShareConsumers: scaling on one partition with work
+    per record, throughput next to a classic group, redelivery after a SIGKILL, on a broker of its
+    own (benchmarks/share_groups.py)."""
+    from benchmarks.share_groups import phase_share as run
+
+    return run(ctx)
+
+
 def phase_acl(ctx: Ctx) -> list[dict]:
     """ACL authorization on brokers of their own: produce and fetch requests with the AclAuthorizer
     and 10,000 ACLs next to no authorizer (benchmarks/acl.py)."""
@@ -618,10 +627,11 @@ PHASES = {
     "quotas": phase_quotas,
     "groups": phase_groups,
     "groups-cpu": phase_groups_cpu,
+    "share": phase_share,
     "cluster": phase_cluster,
     "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,
 }
-REPEATABLE = {"produce", "metrics", "consume", "downconvert", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security", "acl", "groups", "groups-cpu"}
+REPEATABLE = {"produce", "metrics", "consume", "downconvert", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security", "acl", "groups", "groups-cpu", "share"}
 # left out of --quick and of runs against --bootstrap unless named in --only
-OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "downconvert", "acl", "groups", "groups-cpu"}
+OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "downconvert", "acl", "groups", "groups-cpu", "share"}

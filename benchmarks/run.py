@@ -92,6 +92,11 @@ TARGETS = {
                              ("max_gap_s", "<=", "gap_target_s", "unmoved partitions: no gap > 2 x fetch.wait.max.ms")],
     "groups.kill.consumer": [("max_gap_s", "<=", "gap_target_s", "unmoved partitions: no gap > 2 x fetch.wait.max.ms")],
     "groups.heartbeat.steady": [("broker_us_per_heartbeat", "<=", 100, "≤ 100 µs broker CPU per heartbeat")],
+    # share: KIP-932 share groups scale past the partition count, keep half a classic group's
+    # throughput, and redeliver a dead consumer's records within the lock duration + 1 s
+    "share.scale.share16": [("ratio_to_1", ">=", 10, "16 consumers ≥ 10 x 1 consumer on 1 partition")],
+    "share.throughput.share": [("ratio_to_classic", ">=", 0.5, "≥ 50% of a classic group's records/s")],
+    "share.redelivery": [("p99_ms", "<=", "target_ms", "p99 kill-to-redelivery ≤ lock duration + 1 s")],
 }
 # key -> Kafka 3.8's figure for a run the issue sets no target for (shown in the target column)
 REFERENCES = {
@@ -107,8 +112,13 @@ REFERENCES = {
        for label in ("range", "cooperative")},
     "groups.heartbeat.join": "(joining and reconciling; no target)",
     "groups.heartbeat.steady_owned": "(owned partitions in every heartbeat; no target)",
+    "share.scale.share1": "(the base of the 16-consumer ratio)",
+    "share.scale.share4": "(no target)",
+    "share.scale.classic1": "(classic: for comparison)",
+    "share.scale.classic4": "(classic: 1 partition, 1 member works)",
+    "share.throughput.classic": "(the base of the share ratio)",
 }
-RATIOS = {"ratio_to_authorizer_off": "authorizer off", "ratio_to_batches": "batches (Fetch v16)", "ratio_to_alone": "alone", "ratio_to_local": "local", "ratio_to_off": "metrics off", "ratio_to_unfiltered": "unfiltered", "ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted", "ratio_to_plaintext": "plaintext"}
+RATIOS = {"ratio_to_classic": "classic", "ratio_to_1": "1 consumer", "ratio_to_authorizer_off": "authorizer off", "ratio_to_batches": "batches (Fetch v16)", "ratio_to_alone": "alone", "ratio_to_local": "local", "ratio_to_off": "metrics off", "ratio_to_unfiltered": "unfiltered", "ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted", "ratio_to_plaintext": "plaintext"}
 QUICK_NA = {"partitions10k", "connections",  # targets stated for full-size numbers only
             # quick runs last a few CPU clock ticks (10 ms): the on/off ratios are noise
             "metrics.produce.on", "metrics.requests.on",
@@ -489,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
                     results.setdefault(r["key"], r)
         for key, metric_runs in runs.items():
             results[key]["metrics"] = merge(metric_runs)
-        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "acl", "groups", "groups-cpu")
+        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "acl", "groups", "groups-cpu", "share")
                                              for p in args.phases)
         if ctx.stats is not None and main_used:
             mem = ctx.stats.memory_mb()

@@ -43,6 +43,8 @@ logger = logging.getLogger(__name__)
 E = ErrorCode
 Key = tuple[str, TopicPartition]
 ACK_KINDS = {1: "accepted", 2: "released", 3: "rejected", 4: "renewed"}
+READ_LIMIT = 1 << 20  # bytes one share fetch reads of a partition at most (a first batch beyond it still comes)
+RECORD_BUDGET = 2048  # bytes read per record asked for (max_records), so a small fetch reads little
 
 
 @dataclass
@@ -305,7 +307,9 @@ class SharePartitionManager:
             return AcquireResult()
         offset = sp.next_fetch_offset(now)
         read_committed = read_committed or self._read_committed(group_id)
-        read = self._read(tp, offset, max(max_bytes, 1), read_committed)
+        # a share fetch keeps at most max_records of what it reads: reading the client's whole
+        # max_bytes (librdkafka: 50 MiB) each time would cost as much as the partition has left
+        read = self._read(tp, offset, max(min(max_bytes, READ_LIMIT, max_records * RECORD_BUDGET), 1), read_committed)
         if read.error is not None:
             return AcquireResult(read.error.code)
         if not read.records:

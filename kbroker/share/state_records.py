@@ -13,6 +13,7 @@ import uuid
 from typing import NamedTuple
 
 from kbroker.share.partition_types import PersisterStateBatch, ShareSnapshot
+from kbroker.wire.primitives import Reader, uvarint
 
 SHARE_STATE_TOPIC = "__share_group_state"
 SNAPSHOT_KEY_VERSION = 0
@@ -70,73 +71,37 @@ def decode_key(data: bytes) -> ShareStateKey | None:
     return ShareStateKey(group, topic_id, partition)
 
 
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def encode_value(value: ShareStateValue) -> bytes:
     snap = value.snapshot
     out = bytearray(_I16.pack(0))
     out += _HEAD.pack(value.snapshot_epoch & 0xFFFF, value.state_epoch, value.leader_epoch, snap.start_offset)
-    out += _uvarint(len(snap.state_batches) + 1)
+    out += uvarint(len(snap.state_batches) + 1)
     for b in snap.state_batches:
         out += _BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) + b"\0"
     out += b"\0"  # no tagged fields
     return bytes(out)
 
 
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data, self.pos = data, 0
-
-    def take(self, n: int) -> int:
-        if n < 0 or self.pos + n > len(self.data):
-            raise ValueError("share state value runs past its end")
-        start = self.pos
-        self.pos += n
-        return start
-
-    def uvarint(self) -> int:
-        value = shift = 0
-        while True:
-            byte = self.data[self.take(1)]
-            value |= (byte & 0x7F) << shift
-            if not byte & 0x80:
-                return value
-            shift += 7
-            if shift > 28:
-                raise ValueError("varint too long")
-
-    def skip_tags(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self.take(self.uvarint())
-
-
 def decode_value(data: bytes) -> ShareStateValue:
     """ValueError on anything but a well-formed version-0 snapshot value."""
-    r = _Reader(data)
-    (version,) = _I16.unpack_from(data, r.take(2))
+    r = Reader(data, 0, flexible=True)
+    version = r.i16()
     if version != 0:
         raise ValueError(f"unknown share snapshot value version {version}")
-    snapshot_epoch, state_epoch, leader_epoch, start = _HEAD.unpack_from(data, r.take(_HEAD.size))
+    r.need(_HEAD.size)
+    snapshot_epoch, state_epoch, leader_epoch, start = _HEAD.unpack_from(data, r.pos)
+    r.pos += _HEAD.size
     n = r.uvarint() - 1
     if n < 0 or n * (_BATCH.size + 1) > len(data) - r.pos:
         raise ValueError(f"invalid state batch count {n}")
     batches = []
     for _ in range(n):
-        first, last, state, count = _BATCH.unpack_from(data, r.take(_BATCH.size))
+        r.need(_BATCH.size)
+        first, last, state, count = _BATCH.unpack_from(data, r.pos)
+        r.pos += _BATCH.size
         r.skip_tags()
         batches.append(PersisterStateBatch(first, last, state, count))
     r.skip_tags()
-    if r.pos != len(data):
+    if not r.at_end():
         raise ValueError("trailing bytes after the share snapshot value")
     return ShareStateValue(ShareSnapshot(start, tuple(batches)), state_epoch, leader_epoch, snapshot_epoch)
