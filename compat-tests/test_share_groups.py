@@ -22,7 +22,7 @@ import pytest
 
 pytestmark = pytest.mark.timeout(180)
 
-LOCK_MS = 2000
+LOCK_MS = 4000  # long enough that a loaded machine does not see locks run out mid-step
 KBROKER_OVERRIDES = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
                      "group.share.record.lock.duration.ms": str(LOCK_MS),
                      "group.share.heartbeat.interval.ms": "500"}

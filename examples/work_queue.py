@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import sys
 import time
 
@@ -40,6 +41,11 @@ def handle(value: bytes, delivery_count: int, work_ms: float) -> None:
         raise Permanent(value)
     if value.startswith(b"flaky") and delivery_count < 2:
         raise Transient(value)
+
+
+def say(line: str) -> None:
+    """One line in one write: the workers share stdout, and a line must not be cut by another's."""
+    os.write(sys.stdout.fileno(), (line + "\n").encode())
 
 
 def worker(index: int, args: argparse.Namespace, tally) -> None:
@@ -65,8 +71,8 @@ def worker(index: int, args: argparse.Namespace, tally) -> None:
                 except Permanent:
                     kind, ack = "reject", AcknowledgeType.REJECT
                 consumer.acknowledge(m, ack)
-                print(f"{index} {kind} {m.partition()} {m.offset()} {m.delivery_count()} "
-                      f"{(m.value() or b'').decode(errors='replace')}", flush=True)
+                say(f"{index} {kind} {m.partition()} {m.offset()} {m.delivery_count()} "
+                    f"{(m.value() or b'').decode(errors='replace')}")
                 with tally.get_lock():
                     tally[("accept", "release", "reject").index(kind)] += 1
             consumer.commit_sync()  # the acknowledgements are on the broker before more is taken
@@ -91,7 +97,7 @@ def main(argv: list[str]) -> int:
     for proc in pool:
         proc.join()
     accepted, released, rejected = tally[:]
-    print(f"done: {accepted} accepted, {released} released, {rejected} rejected", flush=True)
+    say(f"done: {accepted} accepted, {released} released, {rejected} rejected")
     return 0 if all(proc.exitcode == 0 for proc in pool) else 1
 
 

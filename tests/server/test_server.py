@@ -88,8 +88,13 @@ async def test_api_versions_lists_the_dispatch_table(config):
         correlation_id, error, count = struct.unpack_from(">ihi", response)
         from kbroker.api.dispatch import DISPATCH
 
-        # the inter-broker APIs are served (and advertised) only in a cluster
-        assert (correlation_id, error, count) == (1, 0, len([s for s in DISPATCH.values() if not s.cluster_only and not s.sasl_only]))
+        # the inter-broker APIs are served (and advertised) only in a cluster, a group protocol's only
+        # when group.coordinator.rebalance.protocols lists it (share groups are off by default)
+        protocols = server.broker.group_coordinator.config.rebalance_protocols
+        assert "share" not in protocols
+        assert (correlation_id, error, count) == (1, 0, len([
+            s for s in DISPATCH.values() if not s.cluster_only and not s.sasl_only
+            and (s.group_protocol is None or s.group_protocol in protocols)]))
 
     await _with_server(config, body)
 
