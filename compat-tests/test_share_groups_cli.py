@@ -21,7 +21,8 @@ pytestmark = pytest.mark.timeout(180)
 
 REPO = Path(__file__).resolve().parent.parent
 KBROKER_OVERRIDES = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
-                     "group.share.heartbeat.interval.ms": "500"}
+                     "group.share.heartbeat.interval.ms": "500",
+                     "group.share.session.timeout.ms": "5000"}  # a closed consumer is gone soon
 PER_PARTITION = 10
 
 
