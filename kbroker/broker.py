@@ -15,22 +15,18 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Iterator, Mapping
 
 from kbroker.api.authorization import AclAuthorizerAdapter, authorizer_from_config
 from kbroker.config import BrokerConfig, log_config_for, validate_topic_configs
 from kbroker.config_defs import as_list, assignor_names
-from kbroker.dynamic_config import apply_stored
 from kbroker.delayed.format import DELAYED_TOPIC
 from kbroker.delayed.service import DelayService
-from kbroker.share.manager import SharePartitionManager
-from kbroker.share.partition_types import ShareConfig
-from kbroker.share.state_records import SHARE_STATE_TOPIC
+from kbroker.dynamic_config import apply_stored
 from kbroker.errors import (
     CoordinatorNotAvailableError,
     ErrorCode,
-    InvalidPartitionsError,
     InvalidConfigError,
+    InvalidPartitionsError,
     InvalidRequestError,
     KafkaError,
     PolicyViolationError,
@@ -43,6 +39,7 @@ from kbroker.group.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
 from kbroker.log.dir_lock import LogDirLock
 from kbroker.log.log_manager import LogManager
 from kbroker.log.topic_partition import TopicPartition
+from kbroker.metadata.cluster import ClusterMetadataStore
 from kbroker.metadata.store import (
     INTERNAL_TOPICS,
     BrokerInfo,
@@ -52,22 +49,25 @@ from kbroker.metadata.store import (
     validate_assignment,
     validate_topic_name,
 )
+from kbroker.metadata.topic_source import MetadataTopics
+from kbroker.metadata.views import ClusterViewCatalogue, LocalViewCatalogue
 from kbroker.metrics.stats import BrokerStats
 from kbroker.quota.manager import ClientQuotas
 from kbroker.replica.manager import ReplicaManager
-from kbroker.retry.topics import check_retry_configs, create_retry_topics
 from kbroker.replica.txn_markers import MarkerWrite, write_markers
-from kbroker.metadata.cluster import ClusterMetadataStore
+from kbroker.replica.view_reader import ViewReader
+from kbroker.retry.topics import check_retry_configs, create_retry_topics
+from kbroker.share.manager import SharePartitionManager
+from kbroker.share.partition_types import ShareConfig
+from kbroker.share.state_records import SHARE_STATE_TOPIC
 from kbroker.tiered.manager import RemoteLogManager
 from kbroker.tiered.store import load_store
-from kbroker.metadata.views import ClusterViewCatalogue, LocalViewCatalogue
-from kbroker.replica.view_reader import ViewReader
-from kbroker.views.spec import is_view_request, view_spec
 from kbroker.txn.coordinator import TransactionCoordinator
 from kbroker.txn.coordinator_rules import TransactionConfig, TxnMarkers
 from kbroker.txn.log_format import TRANSACTION_STATE_TOPIC
 from kbroker.txn.markers import TxnMarkerWriter
 from kbroker.txn.state_log import TransactionStateLog
+from kbroker.views.spec import is_view_request, view_spec
 
 logger = logging.getLogger(__name__)
 
@@ -578,41 +578,6 @@ def _txn_config(config: BrokerConfig) -> TransactionConfig:
     )
 
 
-class PartitionCounts(Mapping[str, int]):
-    """topic -> partition count, read through from the metadata's live topics and the filtered
-    views (a view has its source's partitions) — a heartbeat asks for one or two topics; copying
-    every topic's count for it would cost as many topics as there are."""
-
-    __slots__ = ("_topics", "_views")
-
-    def __init__(self, topics: Mapping[str, TopicInfo], views: Mapping | None = None) -> None:
-        self._topics = topics
-        self._views = views or {}
-
-    def __getitem__(self, name: str) -> int:
-        info = self._topics.get(name)
-        if info is not None:
-            return info.num_partitions
-        view = self._views.get(name)
-        source = self._topics.get(view.source) if view is not None else None
-        if source is None:
-            raise KeyError(name)
-        return source.num_partitions
-
-    def __contains__(self, name: object) -> bool:
-        if name in self._topics:
-            return True
-        view = self._views.get(name)
-        return view is not None and view.source in self._topics
-
-    def __iter__(self) -> Iterator[str]:
-        yield from self._topics
-        yield from (name for name, view in self._views.items() if view.source in self._topics)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
 def _group_config(config: BrokerConfig) -> GroupConfig:
     c = config.get
     for key in ("heartbeat.interval.ms", "session.timeout.ms"):  # Kafka's GroupCoordinatorConfig checks
@@ -645,37 +610,3 @@ def _group_config(config: BrokerConfig) -> GroupConfig:
         share_max_size=c("group.share.max.size"),
         dlq_topic_prefix=str(c("errors.deadletterqueue.topic.name.prefix") or ""),
     )
-
-
-class MetadataTopics:
-    """The group coordinator's view of the topics (consumer-protocol assignments): partition counts,
-    ids, and the racks of each partition's replicas."""
-
-    def __init__(self, metadata, views=None) -> None:
-        self.metadata = metadata
-        self.views = views  # the filtered views' catalogue: views are topics to the groups too
-
-    def partition_counts(self) -> Mapping[str, int]:
-        return PartitionCounts(self.metadata.topics(), self.views.views() if self.views is not None else None)
-
-    def topic_id(self, name: str):
-        info = self.metadata.topic(name)
-        if info is None and self.views is not None:
-            info = self.views.view(name)
-        return None if info is None else info.topic_id
-
-    def topic_name(self, topic_id) -> str | None:
-        info = self.metadata.topic_by_id(topic_id)
-        if info is None and self.views is not None:
-            info = self.views.view_by_id(topic_id)
-        return None if info is None else info.name
-
-    def internal_topics(self) -> frozenset[str]:
-        return INTERNAL_TOPICS
-
-    def partition_racks(self, topic: str, partition: int) -> frozenset[str]:
-        info = self.metadata.topic(topic)
-        if info is None or not 0 <= partition < info.num_partitions:
-            return frozenset()
-        racks = {b.node_id: b.rack for b in self.metadata.brokers()}
-        return frozenset(r for r in (racks.get(node) for node in info.assignment[partition]) if r)
