@@ -46,7 +46,8 @@ def log_dir_notifications(cluster) -> list[str]:
 
 def test_a_failed_log_dir_under_the_leader_moves_leadership_and_loses_nothing(cluster):
     ck.create_topic(cluster, TOPIC, 1, 3, {"min.insync.replicas": "2", "segment.bytes": "4096"})
-    producer = ck.AckedProducer(ck.live_bootstrap(cluster), TOPIC).start()
+    # batches stay below segment.bytes even when records pile up while leadership moves
+    producer = ck.AckedProducer(ck.live_bootstrap(cluster), TOPIC, **{"batch.size": 2048}).start()
     failing = parked = None
     try:
         ck.wait_for(lambda: producer.acked_count > 300, 60, "acknowledgements before the failure")
