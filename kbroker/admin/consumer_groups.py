@@ -86,7 +86,7 @@ def _only_group(body: Any, group: str) -> Any:
     return entries[0]
 
 
-def _assignment(value: Any) -> TopicAssignment:
+def described_assignment(value: Any) -> TopicAssignment:
     """A described assignment by topic name (the id where the name is missing), sorted."""
     out: dict[str, set[int]] = {}
     for tp in value.topic_partitions if value is not None else ():
@@ -99,8 +99,8 @@ def description_of(entry: Any, coordinator: Broker) -> ConsumerGroupDescription:
     """One ConsumerGroupDescribe group entry as plain values."""
     members = tuple(sorted(
         (ConsumerMember(m.member_id, m.instance_id, m.client_id, m.client_host, m.rack_id, int(m.member_epoch),
-                        tuple(m.subscribed_topic_names), m.subscribed_topic_regex, _assignment(m.assignment),
-                        _assignment(m.target_assignment)) for m in entry.members),
+                        tuple(m.subscribed_topic_names), m.subscribed_topic_regex, described_assignment(m.assignment),
+                        described_assignment(m.target_assignment)) for m in entry.members),
         key=lambda m: (m.client_id, m.member_id)))
     return ConsumerGroupDescription(entry.group_id, entry.group_state, int(entry.group_epoch),
                                     int(entry.assignment_epoch), entry.assignor_name, members, coordinator)

@@ -320,13 +320,15 @@ def _describe(client: AdminClient, args: argparse.Namespace) -> int:
 # -- reset-offsets -----------------------------------------------------------------------------------
 
 def reset_spec(args: argparse.Namespace) -> ResetSpec:
+    """The reset strategy the options name (`kbroker groups` and `kbroker share-groups`, which has
+    no --shift-by)."""
     if args.to_earliest:
         return ResetSpec("to-earliest")
     if args.to_latest:
         return ResetSpec("to-latest")
     if args.to_datetime is not None:
         return ResetSpec("to-datetime", parse_datetime_ms(args.to_datetime))
-    if args.shift_by is not None:
+    if getattr(args, "shift_by", None) is not None:
         return ResetSpec("shift-by", args.shift_by)
     return ResetSpec("to-offset", args.to_offset)
 

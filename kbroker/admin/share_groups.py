@@ -37,13 +37,11 @@ from kbroker.admin.client import (
     Broker,
     GroupListing,
     KafkaErrorResponse,
-    kafka_uuid,
 )
-from kbroker.admin.groups import format_table
+from kbroker.admin.consumer_groups import described_assignment
+from kbroker.admin.groups import format_table, reset_spec
 from kbroker.admin.reset import (
     PlanError,
-    ResetSpec,
-    parse_datetime_ms,
     parse_topic_spec,
     plan_reset,
 )
@@ -244,14 +242,6 @@ def _not_found(client: AdminClient, group: str, what: str) -> AdminError:
     return AdminError(f"Share group '{group}' does not exist ({what}): GROUP_ID_NOT_FOUND")
 
 
-def _assignment(value: Any) -> TopicAssignment:
-    out: dict[str, set[int]] = {}
-    for tp in value.topic_partitions if value is not None else ():
-        name = tp.topic_name or kafka_uuid(tp.topic_id) or "?"
-        out.setdefault(name, set()).update(int(p) for p in tp.partitions)
-    return tuple((t, tuple(sorted(ps))) for t, ps in sorted(out.items()) if ps)
-
-
 def describe_share_group(client: AdminClient, group: str) -> ShareGroupDescription | None:
     """ShareGroupDescribe v1 at the coordinator; None for GROUP_ID_NOT_FOUND (no such group, or a
     group of another type)."""
@@ -270,7 +260,7 @@ def describe_share_group(client: AdminClient, group: str) -> ShareGroupDescripti
     if e.error_code != ErrorCode.none:
         raise KafkaErrorResponse(e.error_code, f"ShareGroupDescribe for group {group!r}", e.error_message)
     members = tuple(sorted((ShareMember(m.member_id, m.client_id, m.client_host, int(m.member_epoch),
-                                        _assignment(m.assignment)) for m in e.members),
+                                        described_assignment(m.assignment)) for m in e.members),
                            key=lambda m: m.member_id))
     return ShareGroupDescription(e.group_id, e.group_state, int(e.group_epoch), int(e.assignment_epoch),
                                  members, coordinator)
@@ -420,16 +410,6 @@ def _describe(client: AdminClient, args: argparse.Namespace) -> int:
         return 0
     print(format_table(OFFSET_HEADERS_VERBOSE if verbose else OFFSET_HEADERS, offset_rows(group, offsets, verbose)))
     return 0
-
-
-def reset_spec(args: argparse.Namespace) -> ResetSpec:
-    if args.to_earliest:
-        return ResetSpec("to-earliest")
-    if args.to_latest:
-        return ResetSpec("to-latest")
-    if args.to_datetime is not None:
-        return ResetSpec("to-datetime", parse_datetime_ms(args.to_datetime))
-    return ResetSpec("to-offset", args.to_offset)
 
 
 def _reset(client: AdminClient, args: argparse.Namespace) -> int:
