@@ -5,24 +5,13 @@ after it are), refusals for a group with members and for other groups' ids."""
 
 from __future__ import annotations
 
-import functools
 
-import pytest
-import trio
-from brokerkit import ask, start
-from test_share_fetch import acknowledge, acquired, join, produce, share_fetch
+from brokerkit import ask
+from test_share_fetch import acknowledge, acquired, broker, join, produce, share_fetch  # noqa: F401 (broker: the fixture)
 
 from kbroker.errors import ErrorCode as E
 
 DESCRIBE, ALTER, DELETE, DELETE_GROUPS, HEARTBEAT, ACCEPT = 90, 91, 92, 42, 76, 1
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b = start(tmp_path, **{"group.coordinator.rebalance.protocols": "classic,consumer,share"})
-    trio.run(functools.partial(b.create_topic, "t", num_partitions=1))
-    yield b
-    b.shutdown()
 
 
 def describe(broker, topics=None, version=1, group="sg"):
