@@ -172,8 +172,7 @@ async def share_acknowledge(ctx: RequestContext, request) -> dict:
     group_id, member_id = request.group_id, request.member_id
 
     def error(code: ErrorCode, message: str | None = None) -> dict:
-        return {"throttle_time": 0, "error_code": code, "error_message": message, "acquisition_lock_timeout": lock_ms,
-                "responses": [], "node_endpoints": []}
+        return _top_error(code, message, lock_ms)
 
     if not group_id or not member_id:
         return error(E.invalid_request, "A share acknowledge names its group and member.")
