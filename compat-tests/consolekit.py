@@ -168,9 +168,50 @@ def consume(bootstrap: str, topic: str, group: str, count: int, timeout_s: float
     return got
 
 
+SHARE_OVERRIDES = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
+                   "group.share.heartbeat.interval.ms": "500",
+                   "group.share.session.timeout.ms": "5000"}  # a closed share consumer is gone soon
+
+
+def share_member(bootstrap: str, topic: str, group: str, per_partition: int, client_id: str = "console-share",
+                 timeout_s: float = 30):
+    """A confluent-kafka ShareConsumer in `group` on a new 2-partition `topic`, joined before
+    `per_partition` records go to each partition (a share group starts at the log end), every one
+    of them received and acknowledged. Returns the consumer, still a member: close it to leave."""
+    from confluent_kafka import Producer, ShareConsumer
+
+    from kbroker.admin.client import AdminClient
+
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic(topic, 2, 1)
+    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "client.id": client_id,
+                              "fetch.wait.max.ms": 100})
+    consumer.subscribe([topic])
+    try:
+        deadline = time.monotonic() + 3  # join and open the share session before producing
+        while time.monotonic() < deadline:
+            consumer.poll(0.1)
+        producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+        for i in range(2 * per_partition):
+            producer.produce(topic, value=b"job-%d" % i, partition=i % 2)
+        assert producer.flush(30) == 0, "jobs not all delivered"
+        got, deadline = 0, time.monotonic() + timeout_s
+        while got < 2 * per_partition and time.monotonic() < deadline:
+            for m in consumer.poll(0.2) or []:
+                assert m.error() is None, m.error()
+                got += 1
+        assert got == 2 * per_partition, f"the share consumer received {got} of {2 * per_partition} jobs"
+        consumer.poll(1)  # acknowledges the last batch (implicit acknowledgement)
+    except BaseException:
+        consumer.close()
+        raise
+    return consumer
+
+
 DOC_PAGES = {"console-overview": "/", "console-topics": "/topics", "console-topic": "/topics/orders",
              "console-messages": "/topics/orders/messages?mode=earliest&partition=0",
-             "console-groups": "/groups", "console-group": "/groups/billing"}
+             "console-groups": "/groups", "console-group": "/groups/billing",
+             "console-share-group": "/share-groups/jobs-workers"}
 
 
 def docs_screenshots(out: Path) -> None:
@@ -180,12 +221,13 @@ def docs_screenshots(out: Path) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        cluster = ck.start_cluster(Path(tmp) / "cluster", 3)
-        console = driver = None
+        cluster = ck.start_cluster(Path(tmp) / "cluster", 3, overrides=SHARE_OVERRIDES)
+        console = driver = member = None
         try:
             bootstrap = ck.live_bootstrap(cluster)
             produce_orders(bootstrap, "orders", replication_factor=3)
             consume(bootstrap, "orders", "billing", 5)
+            member = share_member(bootstrap, "jobs", "jobs-workers", 6)  # a member while the pages are shot
             console = Console(bootstrap, Path(tmp), refresh_s=5)
             driver = chrome(Path(tmp) / "profile")
             for name, path in DOC_PAGES.items():
@@ -193,6 +235,8 @@ def docs_screenshots(out: Path) -> None:
                 time.sleep(0.5)
                 print(screenshot(driver, out, name, max_height=1100))
         finally:
+            if member is not None:
+                member.close()
             if driver is not None:
                 driver.quit()
             if console is not None:

@@ -1,10 +1,14 @@
 """`kbroker console` over plain HTTP against a real broker (a real console process, urllib): every
 page and its live fragment answer; record contents are escaped; changes need their confirmation
-step and same-origin POSTs; bad input is a 4xx, not a crash. Also the admin client's additions
-the console rests on (DescribeCluster, reads over Fetch) against the real broker."""
+step and same-origin POSTs; bad input is a 4xx, not a crash; a share group (confluent-kafka's
+ShareConsumer as its member) in the groups list and on its page with the figures `kbroker
+share-groups --describe` shows, its start offsets reset behind the confirmation once it is empty.
+Also the admin client's additions the console rests on (DescribeCluster, reads over Fetch) against
+the real broker."""
 
 from __future__ import annotations
 
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -16,9 +20,10 @@ from kbroker.admin.client import AdminClient, KafkaErrorResponse
 from kbroker.admin.partition_reader import fetch_records
 
 pytestmark = pytest.mark.timeout(120)
-KBROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0"}
+KBROKER_OVERRIDES = {"group.initial.rebalance.delay.ms": "0", **consolekit.SHARE_OVERRIDES}
 TOPIC = "orders"
 GROUP = "billing"
+QUEUE, SHARE_GROUP, JOBS = "jobs", "jobs-workers", 6  # a share group; jobs per partition
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +33,29 @@ def console(kbroker, tmp_path_factory):
     c = consolekit.Console(kbroker.bootstrap, tmp_path_factory.mktemp("console-http"))
     yield c
     c.stop()
+
+
+@pytest.fixture(scope="module")
+def share_member(kbroker):
+    """A ShareConsumer in SHARE_GROUP that received and acknowledged every job; closed at the end
+    of the module (or by the test that needs the group empty)."""
+    consumer = consolekit.share_member(kbroker.bootstrap, QUEUE, SHARE_GROUP, JOBS, client_id="console-share")
+    yield consumer
+    consumer.close()
+
+
+def wait_for(what, until, timeout_s: float = 30.0):
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = what()
+        if until(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.5)
+
+
+def row_of(body: str, marker: str) -> str:
+    start = body.index(marker)
+    return body[start:body.index("</tr>", start)]
 
 
 def get(console, path: str) -> tuple[int, str]:
@@ -53,9 +81,9 @@ def post(console, path: str, fields, headers=None) -> tuple[int, str, str | None
         return e.code, e.read().decode(), e.headers.get("Location")
 
 
-def test_every_page_and_fragment_answers(console):
+def test_every_page_and_fragment_answers(console, share_member):
     for path in ("/", "/topics", f"/topics/{TOPIC}", f"/topics/{TOPIC}/messages?mode=earliest", "/groups",
-                 f"/groups/{GROUP}"):
+                 f"/groups/{GROUP}", f"/share-groups/{SHARE_GROUP}"):
         status, body = get(console, path)
         assert status == 200, (path, body[:500])
         assert 'hx-get="/_live' in body or "messages" in path
@@ -137,6 +165,53 @@ def test_cross_site_and_oversized_posts_are_refused(console):
     assert post(console, "/topics", b"name=" + b"x" * (2 * 1024 * 1024))[0] == 413
     status, body, _ = post(console, "/topics", {"name": "", "confirm": "yes"})
     assert status == 400 and "needs a name" in body
+
+
+def test_a_share_group_in_the_list_and_on_its_page(console, kbroker, share_member):
+    def acknowledged(body: str) -> bool:
+        return all(f'class="num start">{JOBS}<' in row_of(body, f'data-tp="{QUEUE}-{p}"') for p in (0, 1))
+
+    _, body = wait_for(lambda: get(console, f"/_live/share-groups/{SHARE_GROUP}"), lambda r: acknowledged(r[1]))
+    assert 'id="group-type">share<' in body and 'id="state">Stable<' in body
+    member = row_of(body, 'data-member="')
+    assert 'class="client">console-share<' in member and 'class="num count">2<' in member
+    assert f'class="assignment">{QUEUE} [0, 1]<' in member
+    for p in (0, 1):  # every job acknowledged: the start offset past them, nothing to deliver
+        row = row_of(body, f'data-tp="{QUEUE}-{p}"')
+        assert f'class="num start">{JOBS}<' in row and 'class="num lag">0<' in row, row
+    assert 'id="total-lag">0<' in body
+    with AdminClient(kbroker.bootstrap) as admin:  # the figures `kbroker share-groups --describe` shows
+        desc = admin.describe_share_group(SHARE_GROUP)
+    assert f'data-member="{desc.members[0].member_id}"' in body
+    assert f'id="group-epoch">{desc.group_epoch}<' in body and f'id="assignment-epoch">{desc.assignment_epoch}<' in body
+
+    status, page = get(console, f"/share-groups/{SHARE_GROUP}")
+    assert status == 200 and f'hx-get="/_live/share-groups/{SHARE_GROUP}"' in page
+    _, listing = get(console, "/_live/groups")
+    row = row_of(listing, f'data-group="{SHARE_GROUP}"')
+    assert f'href="/share-groups/{SHARE_GROUP}"' in row and 'class="type">share<' in row and ">Stable<" in row
+    assert 'class="num lag">0<' in row
+    assert f'href="/groups/{GROUP}"' in row_of(listing, f'data-group="{GROUP}"')  # consumer groups as before
+
+
+def test_share_group_start_offsets_reset_needs_confirmation(console, kbroker, share_member):
+    fields = {"topic": QUEUE, "strategy": "to-earliest", "value": ""}
+    status, body, _ = post(console, f"/share-groups/{SHARE_GROUP}", fields)
+    assert status == 400 and "NON_EMPTY_GROUP" in body  # a member: refused, nothing planned
+    share_member.close()
+    empty = wait_for(lambda: get(console, f"/_live/share-groups/{SHARE_GROUP}")[1], lambda b: 'id="state">Empty<' in b)
+    assert 'id="state">Empty<' in empty and "No active members." in empty
+    status, body, _ = post(console, f"/share-groups/{SHARE_GROUP}", fields)
+    assert status == 200 and f'name="planned" value="{QUEUE}:0:0"' in body and f"{QUEUE}:1:0" in body
+    with AdminClient(kbroker.bootstrap) as admin:  # the preview altered nothing
+        assert {o.partition: o.start_offset for o in admin.describe_share_group_offsets(SHARE_GROUP)} == \
+            {0: JOBS, 1: JOBS}
+    status, _, location = post(console, f"/share-groups/{SHARE_GROUP}",
+                               urllib.parse.urlencode([("planned", f"{QUEUE}:0:0"), ("confirm", "yes")]).encode())
+    assert status == 303 and location.endswith(f"/share-groups/{SHARE_GROUP}?done=reset")
+    _, body = get(console, f"/_live/share-groups/{SHARE_GROUP}")
+    assert 'class="num start">0<' in row_of(body, f'data-tp="{QUEUE}-0"')
+    assert f'class="num start">{JOBS}<' in row_of(body, f'data-tp="{QUEUE}-1"')
 
 
 def test_fetch_records_reads_what_was_produced(kbroker):

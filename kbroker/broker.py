@@ -58,6 +58,7 @@ from kbroker.replica.txn_markers import MarkerWrite, write_markers
 from kbroker.replica.view_reader import ViewReader
 from kbroker.retry.topics import check_retry_configs, create_retry_topics
 from kbroker.share.manager import SharePartitionManager
+from kbroker.share.persister import SharePersister
 from kbroker.share.partition_types import ShareConfig
 from kbroker.share.state_records import SHARE_STATE_TOPIC
 from kbroker.tiered.manager import RemoteLogManager
@@ -167,7 +168,10 @@ class Broker:
             topic_id=self.group_coordinator.topics.topic_id, state_partitions=config.get("share.coordinator.state.topic.num.partitions"),
             topic_configs=self.metadata.configs_of, topic_info=self.metadata.topic,
             topic_name=self.group_coordinator.topics.topic_name,
-            view_of=lambda name: self.views.view(name), view_filter=lambda *a: self.view_reader.filter(*a))
+            view_of=lambda name: self.views.view(name), view_filter=lambda *a: self.view_reader.filter(*a),
+            persister=SharePersister(self.replica_manager, now_ms, node_id=self.node_id, cluster=self.cluster,
+                                     state_partitions=config.get("share.coordinator.state.topic.num.partitions"),
+                                     leader_of=self._leader_of, timeout_s=config.get("request.timeout.ms") / 2000))
         self.group_coordinator.share_member_gone.append(self.share_manager.member_gone)
         self.txn_coordinator = TransactionCoordinator(
             _txn_config(config),

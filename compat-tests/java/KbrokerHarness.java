@@ -1244,17 +1244,7 @@ public final class KbrokerHarness {
         Map<Integer, Long> pending = new TreeMap<>();
         AtomicBoolean closed = new AtomicBoolean(false);
         Thread pollThread = Thread.currentThread();
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            if (failing) return;  // main is exiting with its own status
-            consumer.wakeup();
-            try {
-                pollThread.join(60_000);
-            } catch (InterruptedException ignored) {
-                // fall through: the status below says whether the consumer closed
-            }
-            System.out.flush();
-            Runtime.getRuntime().halt(closed.get() ? 0 : 1);
-        }, "group-member-shutdown"));
+        HarnessShutdown.onSigterm("group-member-shutdown", () -> failing, consumer::wakeup, pollThread, closed);
 
         Runnable commit = () -> {
             if (pending.isEmpty()) return;

@@ -1,16 +1,17 @@
 // Driver for the Java share consumer (KIP-932, KafkaShareConsumer), which exists only in
 // kafka-clients 4.x: compiled at test time against the 4.3.0 jars only (compat-tests/conftest.py:
 // java_share_harness_43), apart from KbrokerHarness.java, which must also compile against 3.9.0.
-// Used by compat-tests/test_share_groups_java.py. Output: one JSON line per event on stdout (no
-// JSON library on the classpath); a failure is {"event":"error",...} and exit status 1.
+// The `java43` adapter of compat-tests/sharekit.py (test_share_groups_families.py), which speaks the
+// same lines as sharekit's confluent-kafka share member. Output: one JSON line per event on stdout
+// (no JSON library on the classpath); a failure is {"event":"error",...} and exit status 1.
 //
-//   share-consumer <bootstrap> <group> <topic> <implicit|explicit> [accept|release-first|reject-first|hold]
+//   share-consumer <bootstrap> <group> <topic> <implicit|explicit> [accept|by-value|hold]
 //       subscribe, print {"event":"ready"}, then poll (100 ms) until SIGTERM, printing
 //       {"event":"record","partition":p,"offset":o,"value":"...","delivery_count":n} per record.
 //       explicit: acknowledge each record per the policy, then commitSync() once per poll
 //         accept (default)  ACCEPT every record
-//         release-first     RELEASE a record the first time this process sees it, ACCEPT it after
-//         reject-first      REJECT a record the first time this process sees it, ACCEPT it after
+//         by-value          by the record's value: "release..." RELEASE the first time this process
+//                           sees it, ACCEPT after; "reject..." REJECT; anything else ACCEPT
 //         hold              never acknowledge: poll until records come, then keep them (no further
 //                           poll: in explicit mode the consumer refuses to poll with unacknowledged
 //                           records) until the process ends
@@ -77,7 +78,7 @@ public class ShareHarness {
     static void shareConsumer(String bootstrap, String group, String topic, String mode, String policy) {
         if (!mode.equals("implicit") && !mode.equals("explicit"))
             throw new IllegalArgumentException("mode must be implicit or explicit, got " + mode);
-        if (!Set.of("accept", "release-first", "reject-first", "hold").contains(policy))
+        if (!Set.of("accept", "by-value", "hold").contains(policy))
             throw new IllegalArgumentException("unknown policy " + policy);
         boolean explicit = mode.equals("explicit");
         Properties p = new Properties();  // only these: KafkaShareConsumer refuses several consumer configs
@@ -91,18 +92,10 @@ public class ShareHarness {
         AtomicBoolean stop = new AtomicBoolean(false);
         AtomicBoolean closed = new AtomicBoolean(false);
         Thread mainThread = Thread.currentThread();
-        Runtime.getRuntime().addShutdownHook(new Thread(() -> {
-            if (failing) return;  // main is exiting with its own status
+        HarnessShutdown.onSigterm("share-consumer-shutdown", () -> failing, () -> {
             stop.set(true);
             consumer.wakeup();
-            try {
-                mainThread.join(60_000);
-            } catch (InterruptedException ignored) {
-                // fall through: the status below says whether the consumer closed
-            }
-            System.out.flush();
-            Runtime.getRuntime().halt(closed.get() ? 0 : 1);
-        }, "share-consumer-shutdown"));
+        }, mainThread, closed);
 
         // every acknowledgement the broker refused, whichever way it was sent (piggybacked on ShareFetch,
         // ShareAcknowledge from commitSync, or on close)
@@ -129,9 +122,10 @@ public class ShareHarness {
                             + ",\"delivery_count\":" + r.deliveryCount().map(Short::intValue).orElse(-1) + "}");
                     boolean first = seen.add(r.partition() + ":" + r.offset());
                     if (!explicit || policy.equals("hold")) continue;
+                    String value = r.value() == null ? "" : new String(r.value(), StandardCharsets.UTF_8);
                     AcknowledgeType type = AcknowledgeType.ACCEPT;
-                    if (first && policy.equals("release-first")) type = AcknowledgeType.RELEASE;
-                    if (first && policy.equals("reject-first")) type = AcknowledgeType.REJECT;
+                    if (policy.equals("by-value") && value.startsWith("reject")) type = AcknowledgeType.REJECT;
+                    if (policy.equals("by-value") && value.startsWith("release") && first) type = AcknowledgeType.RELEASE;
                     consumer.acknowledge(r, type);
                 }
                 if (records.isEmpty() || !explicit) continue;

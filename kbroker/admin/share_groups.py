@@ -7,11 +7,13 @@ Kafka protocol only, so it works against kbroker and Apache Kafka 4 alike.
     kbroker share-groups --delete-offsets --group G --topic T [--topic T ...]
     kbroker share-groups --delete --group G [--group G ...]
 
-Every command takes --bootstrap-server, --command-config and --timeout. Requests go to the group's
-coordinator (FindCoordinator, key type 0): ShareGroupDescribe (77) v1, DescribeShareGroupOffsets (90)
-v0-1, AlterShareGroupOffsets (91) v0, DeleteShareGroupOffsets (92) v0, DeleteGroups (42); ListGroups
-(16) v5 with types_filter ["share"] goes to every broker. A broker serves the share APIs only with
-`group.coordinator.rebalance.protocols` including `share`; without them the command says so.
+Every command takes --bootstrap-server, --command-config and --timeout. The requests are
+AdminClient's share-group calls (`share_calls.py`: ShareGroupDescribe, DescribeShareGroupOffsets,
+AlterShareGroupOffsets, DeleteShareGroupOffsets at the group's coordinator, ListGroups v5 with
+types_filter ["share"] at every broker) and DeleteGroups. A broker serves the share APIs only with
+`group.coordinator.rebalance.protocols` including `share`; without them the command says so. This
+module owns the options, the checks between them and the tables; the rows are pure functions the
+console uses too.
 
 Output follows ShareGroupCommand's columns (the tables laid out as `kbroker groups` lays them out);
 a failure is one line on stderr with Kafka's error name, and exit status 1.
@@ -21,9 +23,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -31,34 +32,23 @@ from kbroker.admin.client import (
     DEFAULT_TIMEOUT_S,
     EARLIEST,
     LATEST,
-    LIST_GROUPS,
+    SHARE_STATES,
     AdminClient,
     AdminError,
-    Broker,
-    GroupListing,
     KafkaErrorResponse,
+    ShareGroupDescription,
+    ShareOffset,
+    TopicAssignment,
 )
-from kbroker.admin.consumer_groups import described_assignment
 from kbroker.admin.groups import format_table, reset_spec
 from kbroker.admin.reset import (
     PlanError,
+    PlannedOffset,
+    ResetSpec,
     parse_topic_spec,
     plan_reset,
 )
 from kbroker.admin.security import add_command_config_argument, security_of
-
-SHARE_GROUP_DESCRIBE, DESCRIBE_SHARE_GROUP_OFFSETS, ALTER_SHARE_GROUP_OFFSETS, DELETE_SHARE_GROUP_OFFSETS = 77, 90, 91, 92
-# (lowest, highest) version this command fills and reads, per share API.
-SHARE_VERSIONS = {SHARE_GROUP_DESCRIBE: (1, 1), DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
-                  ALTER_SHARE_GROUP_OFFSETS: (0, 0), DELETE_SHARE_GROUP_OFFSETS: (0, 0)}
-API_NAMES = {SHARE_GROUP_DESCRIBE: "ShareGroupDescribe", DESCRIBE_SHARE_GROUP_OFFSETS: "DescribeShareGroupOffsets",
-             ALTER_SHARE_GROUP_OFFSETS: "AlterShareGroupOffsets", DELETE_SHARE_GROUP_OFFSETS: "DeleteShareGroupOffsets"}
-LIST_GROUPS_TYPES_VERSION = 5  # the first ListGroups version with types_filter
-
-SHARE_STATES = ("Empty", "Stable", "Dead")  # GroupState.groupStatesForType(SHARE), as ListGroups names them
-_RETRIABLE = {ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available,
-              ErrorCode.not_coordinator}
-ENABLE_HINT = "share groups are off: start the broker with group.coordinator.rebalance.protocols=classic,consumer,share"
 
 OFFSET_HEADERS = ("GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG")
 OFFSET_HEADERS_VERBOSE = ("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG")
@@ -67,34 +57,7 @@ MEMBER_HEADERS_VERBOSE = ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITI
 STATE_HEADERS = ("GROUP", "COORDINATOR (ID)", "STATE", "#MEMBERS")
 STATE_HEADERS_VERBOSE = ("GROUP", "COORDINATOR (ID)", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS")
 RESET_HEADERS = ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")
-
-TopicAssignment = tuple[tuple[str, tuple[int, ...]], ...]
-
-
-class ShareMember(NamedTuple):
-    member_id: str
-    client_id: str
-    client_host: str
-    member_epoch: int
-    assignment: TopicAssignment
-
-
-class ShareGroupDescription(NamedTuple):
-    group_id: str
-    state: str
-    group_epoch: int
-    assignment_epoch: int
-    members: tuple[ShareMember, ...]
-    coordinator: Broker
-
-
-class ShareOffset(NamedTuple):
-    topic: str
-    partition: int
-    leader_epoch: int | None
-    start_offset: int | None  # None: the group has no state for the partition
-    lag: int | None
-
+RESET_STRATEGIES = ("to-earliest", "to-latest", "to-datetime", "to-offset")  # ShareGroupCommand's: no --shift-by
 
 # -- arguments ---------------------------------------------------------------------------------------
 
@@ -176,55 +139,7 @@ def run_share_groups(args: argparse.Namespace) -> int:
         return 1
 
 
-# -- the wire ----------------------------------------------------------------------------------------
-
-def share_call(client: AdminClient, group: str, api_key: int, data: dict[str, Any],
-               error_of: Callable[[Any], int]) -> tuple[Any, Broker]:
-    """Call the group's coordinator with a share API at the highest version both know; look the
-    coordinator up again and retry while it loads or has moved, until the client's timeout.
-    `error_of(body)` gives the group-level error code."""
-    lo, hi = SHARE_VERSIONS[api_key]
-    deadline = time.monotonic() + client.timeout
-    backoff = 0.05
-    while True:
-        coordinator = client.find_coordinator(group)
-        conn = client.connection(coordinator.host, coordinator.port)
-        served = conn.versions.get(api_key)
-        if served is None:
-            raise AdminError(f"the broker at {conn.address} does not serve {API_NAMES[api_key]} ({ENABLE_HINT})")
-        version = min(hi, served[1])
-        if version < max(lo, served[0]):
-            raise AdminError(f"the broker at {conn.address} serves {API_NAMES[api_key]} versions "
-                             f"{served[0]}-{served[1]}; this command needs {lo}-{hi}")
-        body = conn.call(api_key, data, version)
-        code = error_of(body)
-        if code not in _RETRIABLE:
-            return body, coordinator
-        client._coordinators.pop(group, None)
-        if time.monotonic() + backoff > deadline:
-            raise KafkaErrorResponse(code, f"{API_NAMES[api_key]} for group {group!r} (gave up after "
-                                           f"{client.timeout:g} s)")
-        time.sleep(backoff)
-        backoff = min(backoff * 2, 1.0)
-
-
-def list_share_groups(client: AdminClient, states: Iterable[str] = ()) -> list[GroupListing]:
-    """ListGroups v5+ with types_filter ["share"] at every broker, sorted by group id."""
-    brokers, _ = client.metadata([])
-    out: dict[str, GroupListing] = {}
-    for broker in sorted(brokers.values()):
-        conn = client.connection(broker.host, broker.port)
-        version = conn.version(LIST_GROUPS)
-        if version < LIST_GROUPS_TYPES_VERSION:
-            raise AdminError(f"the broker at {conn.address} serves ListGroups up to v{version}; listing share "
-                             f"groups needs v{LIST_GROUPS_TYPES_VERSION} (Kafka 4)")
-        body = conn.call(LIST_GROUPS, {"states_filter": sorted(states), "types_filter": ["share"]}, version)
-        if body.error_code != ErrorCode.none:
-            raise KafkaErrorResponse(body.error_code, f"ListGroups from {conn.address}")
-        for g in body.groups:
-            out[g.group_id] = GroupListing(g.group_id, g.group_state, g.protocol_type, g.group_type or "share")
-    return [out[k] for k in sorted(out)]
-
+# -- refusals ----------------------------------------------------------------------------------------
 
 def _other_type(client: AdminClient, group: str) -> str | None:
     """The type of a group that exists but is not a share group (None: no such group)."""
@@ -234,96 +149,13 @@ def _other_type(client: AdminClient, group: str) -> str | None:
     return None
 
 
-def _not_found(client: AdminClient, group: str, what: str) -> AdminError:
-    """GROUP_ID_NOT_FOUND said as Kafka's tool says it: not a share group, or no such group."""
+def share_group_not_found(client: AdminClient, group: str, what: str) -> AdminError:
+    """GROUP_ID_NOT_FOUND said as Kafka's tool says it: not a share group, or no such group
+    (`what`: the request that answered it)."""
     other = _other_type(client, group)
     if other is not None:
         return AdminError(f"Group '{group}' is not a share group (it is a {other} group): GROUP_ID_NOT_FOUND")
     return AdminError(f"Share group '{group}' does not exist ({what}): GROUP_ID_NOT_FOUND")
-
-
-def describe_share_group(client: AdminClient, group: str) -> ShareGroupDescription | None:
-    """ShareGroupDescribe v1 at the coordinator; None for GROUP_ID_NOT_FOUND (no such group, or a
-    group of another type)."""
-    def entry_of(body: Any) -> Any:
-        entries = [g for g in body.groups if g.group_id == group]
-        if len(entries) != 1:
-            raise AdminError(f"ShareGroupDescribe answered {len(body.groups)} groups, none for {group!r}")
-        return entries[0]
-
-    body, coordinator = share_call(client, group, SHARE_GROUP_DESCRIBE,
-                                   {"group_ids": [group], "include_authorized_operations": False},
-                                   lambda b: entry_of(b).error_code)
-    e = entry_of(body)
-    if e.error_code == ErrorCode.group_id_not_found:
-        return None
-    if e.error_code != ErrorCode.none:
-        raise KafkaErrorResponse(e.error_code, f"ShareGroupDescribe for group {group!r}", e.error_message)
-    members = tuple(sorted((ShareMember(m.member_id, m.client_id, m.client_host, int(m.member_epoch),
-                                        described_assignment(m.assignment)) for m in e.members),
-                           key=lambda m: m.member_id))
-    return ShareGroupDescription(e.group_id, e.group_state, int(e.group_epoch), int(e.assignment_epoch),
-                                 members, coordinator)
-
-
-def share_group_offsets(client: AdminClient, group: str) -> list[ShareOffset] | None:
-    """DescribeShareGroupOffsets (every partition the group has state for), sorted; None for
-    GROUP_ID_NOT_FOUND. Lag is None before v1 (and where the broker does not know it)."""
-    def entry_of(body: Any) -> Any:
-        entries = [g for g in body.groups if g.group_id == group]
-        if len(entries) != 1:
-            raise AdminError(f"DescribeShareGroupOffsets answered {len(body.groups)} groups, none for {group!r}")
-        return entries[0]
-
-    body, _ = share_call(client, group, DESCRIBE_SHARE_GROUP_OFFSETS,
-                         {"groups": [{"group_id": group, "topics": None}]}, lambda b: entry_of(b).error_code)
-    e = entry_of(body)
-    if e.error_code == ErrorCode.group_id_not_found:
-        return None
-    if e.error_code != ErrorCode.none:
-        raise KafkaErrorResponse(e.error_code, f"DescribeShareGroupOffsets for group {group!r}", e.error_message)
-    out = []
-    for t in e.topics:
-        for p in t.partitions:
-            if p.error_code != ErrorCode.none:
-                raise KafkaErrorResponse(p.error_code, f"DescribeShareGroupOffsets for {t.topic_name}-"
-                                                       f"{p.partition_index}", p.error_message)
-            lag = getattr(p, "lag", -1)
-            out.append(ShareOffset(t.topic_name, int(p.partition_index),
-                                   None if p.leader_epoch < 0 else int(p.leader_epoch),
-                                   None if p.start_offset < 0 else int(p.start_offset),
-                                   None if lag is None or lag < 0 else int(lag)))
-    return sorted(out)
-
-
-def alter_share_group_offsets(client: AdminClient, group: str, offsets: Mapping[tuple[str, int], int]) -> None:
-    """AlterShareGroupOffsets v0: the group's start offsets (refused with NON_EMPTY_GROUP while it has members)."""
-    by_topic: dict[str, list[dict[str, int]]] = {}
-    for (topic, partition), offset in sorted(offsets.items()):
-        by_topic.setdefault(topic, []).append({"partition_index": partition, "start_offset": offset})
-    data = {"group_id": group, "topics": [{"topic_name": t, "partitions": ps} for t, ps in by_topic.items()]}
-    body, _ = share_call(client, group, ALTER_SHARE_GROUP_OFFSETS, data, lambda b: b.error_code)
-    if body.error_code != ErrorCode.none:
-        raise KafkaErrorResponse(body.error_code, f"AlterShareGroupOffsets for group {group!r}", body.error_message)
-    for t in body.responses:
-        for p in t.partitions:
-            if p.error_code != ErrorCode.none:
-                raise KafkaErrorResponse(p.error_code, f"AlterShareGroupOffsets for {t.topic_name}-"
-                                                       f"{p.partition_index}", p.error_message)
-
-
-def delete_share_group_offsets(client: AdminClient, group: str, topics: Sequence[str]
-                               ) -> dict[str, KafkaErrorResponse | None]:
-    """DeleteShareGroupOffsets v0: the result per topic; a group-level error is raised."""
-    data = {"group_id": group, "topics": [{"topic_name": t} for t in dict.fromkeys(topics)]}
-    body, _ = share_call(client, group, DELETE_SHARE_GROUP_OFFSETS, data, lambda b: b.error_code)
-    if body.error_code != ErrorCode.none:
-        raise KafkaErrorResponse(body.error_code, f"DeleteShareGroupOffsets for group {group!r}", body.error_message)
-    out: dict[str, KafkaErrorResponse | None] = {t: None for t in dict.fromkeys(topics)}
-    for r in body.responses:
-        if r.error_code != ErrorCode.none:
-            out[r.topic_name] = KafkaErrorResponse(r.error_code, f"topic {r.topic_name!r}", r.error_message)
-    return out
 
 
 # -- pure: rows --------------------------------------------------------------------------------------
@@ -372,18 +204,18 @@ def parse_states(value: str) -> list[str]:
 
 def _list(client: AdminClient, args: argparse.Namespace) -> int:
     if args.state is None:  # Kafka prints the ids alone
-        for g in list_share_groups(client):
+        for g in client.list_share_groups():
             print(g.group_id)
         return 0
-    groups = list_share_groups(client, parse_states(args.state))
+    groups = client.list_share_groups(parse_states(args.state))
     print(format_table(("GROUP", "STATE"), [(g.group_id, g.state) for g in groups]))
     return 0
 
 
 def _described(client: AdminClient, group: str) -> ShareGroupDescription:
-    desc = describe_share_group(client, group)
+    desc = client.describe_share_group(group)
     if desc is None:
-        raise _not_found(client, group, "ShareGroupDescribe")
+        raise share_group_not_found(client, group, "ShareGroupDescribe")
     return desc
 
 
@@ -400,9 +232,9 @@ def _describe(client: AdminClient, args: argparse.Namespace) -> int:
             return 0
         print(format_table(MEMBER_HEADERS_VERBOSE if verbose else MEMBER_HEADERS, member_rows(desc, verbose)))
         return 0
-    offsets = share_group_offsets(client, group)
+    offsets = client.describe_share_group_offsets(group)
     if offsets is None:
-        raise _not_found(client, group, "DescribeShareGroupOffsets")
+        raise share_group_not_found(client, group, "DescribeShareGroupOffsets")
     if not desc.members:
         print(f"Share group '{group}' has no active members.", file=sys.stderr)
     if not offsets:
@@ -412,10 +244,12 @@ def _describe(client: AdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
-def _reset(client: AdminClient, args: argparse.Namespace) -> int:
-    group = args.group[0]
-    spec = reset_spec(args)  # argument errors before any request
-    desc = describe_share_group(client, group)
+def plan_share_group_reset(client: AdminClient, group: str, spec: ResetSpec, topic_specs: Sequence[str] | None
+                           ) -> tuple[list[PlannedOffset], list[str]]:
+    """The start offsets a reset would set, with Kafka's warnings (clamping); `topic_specs` are
+    `T` or `T:P,P...` (None or empty: every partition the group has state for). Refused while the
+    group has members, and for a group of another type."""
+    desc = client.describe_share_group(group)
     if desc is None:
         other = _other_type(client, group)
         if other is not None:
@@ -423,11 +257,11 @@ def _reset(client: AdminClient, args: argparse.Namespace) -> int:
     elif desc.state not in ("Empty", "Dead") or desc.members:
         raise AdminError(f"Share group '{group}' is not empty (state {desc.state}, {len(desc.members)} members); "
                          f"stop its consumers first: NON_EMPTY_GROUP")
-    current = {(o.topic, o.partition): o.start_offset for o in (share_group_offsets(client, group) or ())
+    current = {(o.topic, o.partition): o.start_offset for o in (client.describe_share_group_offsets(group) or ())
                if o.start_offset is not None}
-    if args.topic:
+    if topic_specs:
         wanted: set[tuple[str, int]] = set()
-        for topic_spec in args.topic:
+        for topic_spec in topic_specs:
             topic, partitions = parse_topic_spec(topic_spec)
             wanted.update((topic, p) for p in (partitions if partitions is not None else client.partitions_of(topic)))
         partitions_to_reset = sorted(wanted)
@@ -438,11 +272,17 @@ def _reset(client: AdminClient, args: argparse.Namespace) -> int:
     log_start = client.list_offsets(partitions_to_reset, EARLIEST)
     log_end = client.list_offsets(partitions_to_reset, LATEST)
     by_time = client.list_offsets(partitions_to_reset, spec.value) if spec.strategy == "to-datetime" else None
-    plan, warnings = plan_reset(partitions_to_reset, spec, current, log_start, log_end, by_time)
+    return plan_reset(partitions_to_reset, spec, current, log_start, log_end, by_time)
+
+
+def _reset(client: AdminClient, args: argparse.Namespace) -> int:
+    group = args.group[0]
+    spec = reset_spec(args)  # argument errors before any request
+    plan, warnings = plan_share_group_reset(client, group, spec, args.topic)
     for w in warnings:
         print(w, file=sys.stderr)
     if args.execute:
-        alter_share_group_offsets(client, group, {(p.topic, p.partition): p.new for p in plan})
+        client.alter_share_group_offsets(group, {(p.topic, p.partition): p.new for p in plan})
     print(format_table(RESET_HEADERS, [(group, p.topic, p.partition, p.new) for p in plan]))
     if not args.execute:
         print("Dry run: nothing was altered. Add --execute to alter these start offsets.", file=sys.stderr)
@@ -452,10 +292,10 @@ def _reset(client: AdminClient, args: argparse.Namespace) -> int:
 def _delete_offsets(client: AdminClient, args: argparse.Namespace) -> int:
     group = args.group[0]
     try:
-        results = delete_share_group_offsets(client, group, args.topic)
+        results = client.delete_share_group_offsets(group, args.topic)
     except KafkaErrorResponse as exc:
         if exc.code == ErrorCode.group_id_not_found:
-            raise _not_found(client, group, "DeleteShareGroupOffsets") from None
+            raise share_group_not_found(client, group, "DeleteShareGroupOffsets") from None
         if exc.code == ErrorCode.non_empty_group:
             raise AdminError(f"Share group '{group}' is not empty; stop its consumers first: NON_EMPTY_GROUP") from None
         raise
@@ -465,7 +305,7 @@ def _delete_offsets(client: AdminClient, args: argparse.Namespace) -> int:
 
 
 def _delete(client: AdminClient, args: argparse.Namespace) -> int:
-    listed = {g.group_id: g for g in list_share_groups(client)}
+    listed = {g.group_id: g for g in client.list_share_groups()}
     deleted, failed = [], {}
     for group in dict.fromkeys(args.group):
         listing = listed.get(group)

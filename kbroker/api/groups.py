@@ -142,7 +142,11 @@ async def delete_groups(ctx: RequestContext, request) -> dict:
     names = list(request.groups_names)
     allowed = [g for g in names if permitted(ctx, Op.DELETE, Res.GROUP, g)]
     coordinator = ctx.broker.group_coordinator
-    shared = {g: code for g in allowed if (code := share_offsets.delete_share_group(ctx, coordinator, g)) is not None}
+    shared = {}
+    for g in allowed:
+        code = await share_offsets.delete_share_group(ctx, coordinator, g)
+        if code is not None:
+            shared[g] = code
     others = [g for g in allowed if g not in shared]
     results = coordinator.delete_groups(others) if others else {}
     results.update(shared)

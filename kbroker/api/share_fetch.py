@@ -91,14 +91,14 @@ def _resolve(ctx: RequestContext, keys) -> tuple[dict[tuple, TopicPartition], di
     return resolved, errors
 
 
-def _acknowledge(ctx: RequestContext, manager, group_id: str, member_id: str, acks, answer: _Answer,
-                 field: str) -> None:
+async def _acknowledge(ctx: RequestContext, manager, group_id: str, member_id: str, acks, answer: _Answer,
+                       field: str) -> None:
     keys = [k for k, batches in acks.items() if batches]
     resolved, errors = _resolve(ctx, keys)
     for key in keys:
         code = errors.get(key)
         if code is None:
-            code = manager.acknowledge(group_id, member_id, resolved[key], acks[key])
+            code = await manager.acknowledge(group_id, member_id, resolved[key], acks[key])
         answer.part(key)[field] = code
 
 
@@ -119,10 +119,12 @@ async def share_fetch(ctx: RequestContext, request) -> dict:
     session = manager.sessions.fetch(group_id, member_id, epoch, order, forgotten, count > 0)
     if session.error != E.none:
         return _top_error(session.error, session.message, lock_ms)
-    if session.closed is not None and epoch == INITIAL_EPOCH:
-        manager.release_member(group_id, member_id)  # a new session: the old one's locks go back
+    if epoch == INITIAL_EPOCH:
+        if session.closed is not None:
+            manager.release_member(group_id, member_id)  # a new session: the old one's locks go back
+        manager.session_started(group_id)
     answer = _Answer()
-    _acknowledge(ctx, manager, group_id, member_id, acks, answer, "acknowledge_error_code")
+    await _acknowledge(ctx, manager, group_id, member_id, acks, answer, "acknowledge_error_code")
     renew = getattr(request, "is_renew_ack", False)
     if epoch == FINAL_EPOCH:
         manager.release_member(group_id, member_id)
@@ -133,7 +135,7 @@ async def share_fetch(ctx: RequestContext, request) -> dict:
             answer.part(key)["error_code"] = code
         deadline = time.monotonic() + max(to_ms(request.max_wait), 0) / 1000
         while True:
-            got = _acquire(manager, group_id, member_id, resolved, request, answer)
+            got = await _acquire(manager, group_id, member_id, resolved, request, answer)
             left = deadline - time.monotonic()
             if got or left <= 0 or not resolved:
                 break
@@ -142,14 +144,14 @@ async def share_fetch(ctx: RequestContext, request) -> dict:
             "responses": answer.topics(with_records=True), "node_endpoints": []}
 
 
-def _acquire(manager, group_id: str, member_id: str, resolved: dict, request, answer: _Answer) -> int:
+async def _acquire(manager, group_id: str, member_id: str, resolved: dict, request, answer: _Answer) -> int:
     budget_records = request.max_records
     budget_bytes = max(request.max_bytes, 1)
     got = 0
     for key, tp in resolved.items():
         if budget_records <= 0 or budget_bytes <= 0:
             break
-        result = manager.acquire(group_id, member_id, tp, budget_records, budget_bytes)
+        result = await manager.acquire(group_id, member_id, tp, budget_records, budget_bytes)
         entry = answer.part(key) if result.error != E.none or result.acquired else None
         if entry is None:
             continue
@@ -187,7 +189,7 @@ async def share_acknowledge(ctx: RequestContext, request) -> dict:
     if session.error != E.none:
         return error(session.error, session.message)
     answer = _Answer()
-    _acknowledge(ctx, manager, group_id, member_id, acks, answer, "error_code")
+    await _acknowledge(ctx, manager, group_id, member_id, acks, answer, "error_code")
     if epoch == FINAL_EPOCH:
         manager.release_member(group_id, member_id)
     return {"throttle_time": 0, "error_code": E.none, "error_message": None, "acquisition_lock_timeout": lock_ms,

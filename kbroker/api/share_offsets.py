@@ -23,8 +23,17 @@ def _group(ctx: RequestContext, coordinator, group_id: str, op: Op):
     """(error, message, members' state) for a share group this principal may `op`."""
     if not permitted(ctx, op, Res.GROUP, group_id):
         return E.group_authorization_failed, None, None
-    known = bool(ctx.broker.share_manager.group_partitions(group_id))
+    known = bool(_partitions(ctx, coordinator, group_id))
     return coordinator.share_group_for_offsets(group_id, known)
+
+
+def _partitions(ctx: RequestContext, coordinator, group_id: str) -> list[TopicPartition]:
+    """The share-partitions the group may have state for: those this broker knows of, and every
+    partition of the topics its members subscribe to (their state may be on other brokers)."""
+    state = coordinator.share_groups.get(group_id) if coordinator.is_share_group(group_id) else None
+    subscribed = [TopicPartition(t, p) for t, n in (state.subscription_metadata.items() if state else ())
+                  for p in range(n)]
+    return ctx.broker.share_manager.group_partitions(group_id, subscribed)
 
 
 async def describe_share_group_offsets(ctx: RequestContext, request) -> dict:
@@ -38,7 +47,7 @@ async def describe_share_group_offsets(ctx: RequestContext, request) -> dict:
             continue
         if g.topics is None:
             wanted: dict[str, list[int]] = {}
-            for tp in manager.group_partitions(g.group_id):
+            for tp in _partitions(ctx, coordinator, g.group_id):
                 wanted.setdefault(tp.topic, []).append(tp.partition)
         else:
             wanted = {t.topic_name: list(t.partitions) for t in g.topics}
@@ -56,9 +65,9 @@ async def describe_share_group_offsets(ctx: RequestContext, request) -> dict:
                     entry["error_code"] = E.unknown_topic_or_partition
                 else:
                     tp = TopicPartition(name, p)
-                    entry["start_offset"] = manager.start_offset(g.group_id, tp)
+                    entry["start_offset"] = await manager.start_offset(g.group_id, tp)
                     if entry["start_offset"] >= 0:
-                        lag = manager.lag(g.group_id, tp)
+                        lag = await manager.stored_lag(g.group_id, tp)
                         entry["lag"] = -1 if lag is None else lag
                 parts.append(entry)
             topics.append({"topic_name": name, "topic_id": info.topic_id if info is not None else None,
@@ -96,7 +105,7 @@ async def alter_share_group_offsets(ctx: RequestContext, request) -> dict:
             elif p.start_offset < 0:
                 code = E.invalid_request
             else:
-                code = ctx.broker.share_manager.reset_start(request.group_id,
+                code = await ctx.broker.share_manager.reset_start(request.group_id,
                                                            TopicPartition(t.topic_name, p.partition_index),
                                                            p.start_offset)
             parts.append({"partition_index": p.partition_index, "error_code": code, "error_message": None})
@@ -111,7 +120,7 @@ async def delete_share_group_offsets(ctx: RequestContext, request) -> dict:
     if error != E.none:
         return {"throttle_time": 0, "error_code": error, "error_message": message, "responses": []}
     manager = ctx.broker.share_manager
-    have = manager.group_partitions(request.group_id)
+    have = _partitions(ctx, coordinator, request.group_id)
     readable = allowed_topics(ctx, Op.READ, {t.topic_name for t in request.topics})
     responses = []
     for t in request.topics:
@@ -124,7 +133,7 @@ async def delete_share_group_offsets(ctx: RequestContext, request) -> dict:
         else:
             for tp in have:
                 if tp.topic == t.topic_name:
-                    code = manager.forget(request.group_id, tp)
+                    code = await manager.forget(request.group_id, tp)
                     if code != E.none:
                         break
         responses.append({"topic_name": t.topic_name, "topic_id": info.topic_id if info is not None else None,
@@ -132,10 +141,11 @@ async def delete_share_group_offsets(ctx: RequestContext, request) -> dict:
     return {"throttle_time": 0, "error_code": E.none, "error_message": None, "responses": responses}
 
 
-def delete_share_group(ctx: RequestContext, coordinator, group_id: str) -> ErrorCode | None:
+async def delete_share_group(ctx: RequestContext, coordinator, group_id: str) -> ErrorCode | None:
     """DeleteGroups of `group_id` when it is a share group: its result, else None (not one)."""
     manager = ctx.broker.share_manager
-    known = bool(manager.group_partitions(group_id))
+    have = _partitions(ctx, coordinator, group_id)
+    known = bool(have)
     if not coordinator.is_share_group(group_id) and not known:
         return None
     error, _message, state = coordinator.share_group_for_offsets(group_id, known)
@@ -143,8 +153,8 @@ def delete_share_group(ctx: RequestContext, coordinator, group_id: str) -> Error
         return error
     if state is not None and state.members:
         return E.non_empty_group
-    for tp in manager.group_partitions(group_id):
-        code = manager.forget(group_id, tp)
+    for tp in have:
+        code = await manager.forget(group_id, tp)
         if code != E.none:
             return code
     coordinator.drop_share_group(group_id)

@@ -4,7 +4,7 @@ are untrusted) and htmx polling for live pages.
 Every page `/X` has its live part at `/_live/X`, the fragment the page polls every `refresh`
 seconds and swaps in; a failed request shows as an error box in that place, so a broker going away
 is visible and the page recovers when it is back. Changes (create a topic, reset a group's
-offsets) are POSTed forms that first answer with a confirmation page; only the confirmed form
+offsets or a share group's start offsets) are POSTed forms that first answer with a confirmation page; only the confirmed form
 acts. POSTs from another site are refused (Origin / Sec-Fetch-Site), form bodies are bounded
 (forms.py).
 
@@ -45,6 +45,7 @@ from starlette.templating import Jinja2Templates
 
 from kbroker.admin.client import AdminClient, AdminError, KafkaErrorResponse
 from kbroker.admin.reset import STRATEGIES, PlanError, ResetSpec
+from kbroker.admin.share_groups import RESET_STRATEGIES as SHARE_RESET_STRATEGIES
 from kbroker.console import browse, charts, refusals
 from kbroker.console.backend import ConsoleBackend
 from kbroker.console.forms import read_form
@@ -235,6 +236,18 @@ class ConsoleApp:
                                 nav="groups", group_id=group_id, strategies=STRATEGIES,
                                 done=request.query_params.get("done"), can_reset=can_reset)
 
+    async def share_group(self, request: Request) -> Response:
+        """A share group (KIP-932): state, epochs, members and their partitions, each partition's
+        start offset and lag; its start offsets reset behind a confirmation, as a group's offsets."""
+        group_id = request.path_params["group"]
+        backend = self._backend(request)
+        can_reset = True
+        if not request.url.path.startswith("/_live/"):
+            can_reset = await run_in_threadpool(backend.may_reset_offsets, group_id)
+        return await self._live(request, "share_group", refusals.describe_group(group_id), backend.share_group,
+                                group_id, nav="groups", group_id=group_id, strategies=SHARE_RESET_STRATEGIES,
+                                done=request.query_params.get("done"), can_reset=can_reset)
+
     async def acls(self, request: Request) -> Response:
         """The Access page: the ACLs of `?principal=` (empty: everyone's); without it, with
         --login, the session's own."""
@@ -277,23 +290,35 @@ class ConsoleApp:
         return RedirectResponse(f"/topics/{quote(name, safe='')}?done=created", 303)
 
     async def reset_offsets(self, request: Request) -> Response:
+        backend = self._backend(request)
+        return await self._reset(request, "/groups", STRATEGIES, backend.plan_reset, backend.commit_offsets)
+
+    async def reset_share_offsets(self, request: Request) -> Response:
+        backend = self._backend(request)
+        return await self._reset(request, "/share-groups", SHARE_RESET_STRATEGIES, backend.plan_share_reset,
+                                 backend.alter_share_offsets)
+
+    async def _reset(self, request: Request, base: str, strategies: tuple[str, ...],
+                     plan_reset: Callable[..., Any], apply: Callable[..., Any]) -> Response:
+        """A group's reset form: the plan on a confirmation page; the confirmed plan applied, then
+        back to the group's page (`base`/GROUP)."""
         group_id = request.path_params["group"]
         form = await read_form(request)
         if isinstance(form, Response):
             return form
         fields = {k: v[-1] for k, v in form.items()}
-        context = {"nav": "groups", "group_id": group_id, "form": fields, "plan": [], "warnings": []}
-        backend = self._backend(request)
+        context = {"nav": "groups", "group_id": group_id, "form": fields, "plan": [], "warnings": [],
+                   "base": base}
         topic = (fields.get("topic") or "").strip() or None
         action = refusals.plan_reset(group_id, topic)
         try:
             if fields.get("confirm") == "yes":
                 offsets = _planned_offsets(form.get("planned", []))
                 action = refusals.reset_offsets(group_id, {t for t, _p in offsets})
-                await run_in_threadpool(backend.commit_offsets, group_id, offsets)
-                return RedirectResponse(f"/groups/{quote(group_id, safe='')}?done=reset", 303)
-            spec = _reset_spec(fields)
-            plan, warnings = await run_in_threadpool(backend.plan_reset, group_id, topic, spec)
+                await run_in_threadpool(apply, group_id, offsets)
+                return RedirectResponse(f"{base}/{quote(group_id, safe='')}?done=reset", 303)
+            spec = _reset_spec(fields, strategies)
+            plan, warnings = await run_in_threadpool(plan_reset, group_id, topic, spec)
         except KafkaErrorResponse as exc:
             refusal = self._refusal(request, exc, action)
             if refusal is not None:
@@ -328,10 +353,10 @@ def _topic_fields(fields: dict[str, str]) -> tuple[str, int | None, int | None, 
             _optional_int(fields, "replication_factor", 1, 32767), configs)
 
 
-def _reset_spec(fields: dict[str, str]) -> ResetSpec:
+def _reset_spec(fields: dict[str, str], strategies: tuple[str, ...] = STRATEGIES) -> ResetSpec:
     strategy = fields.get("strategy") or ""
-    if strategy not in STRATEGIES:
-        raise PlanError(f"strategy must be one of {', '.join(STRATEGIES)}")
+    if strategy not in strategies:
+        raise PlanError(f"strategy must be one of {', '.join(strategies)}")
     raw = (fields.get("value") or "").strip()
     if strategy in ("to-earliest", "to-latest"):
         return ResetSpec(strategy)
@@ -391,11 +416,13 @@ def create_app(bootstrap: str, refresh_s: float = 5.0, timeout: float = 10.0, se
             Route(prefix + "/topics/{topic}/messages", console.messages),
             Route(prefix + "/groups", console.groups),
             Route(prefix + "/groups/{group:path}", console.group),
+            Route(prefix + "/share-groups/{group:path}", console.share_group),
             Route(prefix + "/acls", console.acls),
         ]
     routes += [
         Route("/topics", console.create_topic, methods=["POST"]),
         Route("/groups/{group:path}", console.reset_offsets, methods=["POST"]),
+        Route("/share-groups/{group:path}", console.reset_share_offsets, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
 

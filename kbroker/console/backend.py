@@ -23,10 +23,12 @@ from kbroker.admin.groups import MemberView, OffsetRow, describe_group_offsets, 
 from kbroker.admin.log_dirs import partition_sizes
 from kbroker.admin.partition_reader import fetch_records
 from kbroker.admin.reset import PlannedOffset, ResetSpec
+from kbroker.admin.share_groups import plan_share_group_reset, share_group_not_found
 from kbroker.console import access, browse
-from kbroker.console.pages import (CLASSIC, CONSUMER, BrokerRow, ConsumerGroupInfo, GroupRow, PartitionRow, TopicRow,
-                                   broker_rows, consumer_group_info, consumer_group_row, group_row, member_view,
-                                   partition_rows, topic_rows)
+from kbroker.console.pages import (CLASSIC, CONSUMER, SHARE, BrokerRow, ConsumerGroupInfo, GroupRow, PartitionRow,
+                                   ShareGroupDetail, TopicRow, broker_rows, consumer_group_info, consumer_group_row,
+                                   group_row, member_view, partition_rows, share_group_detail, share_group_row,
+                                   topic_rows)
 from kbroker.console.refusals import (AUTHORIZATION_ERRORS, Action, describe_group, describe_topic, may_create_topics,
                                      may_reset_offsets, refusal_of)
 from kbroker.console.samples import MAX_SERIES, SampleRound, lag_of, log_end_sum
@@ -235,7 +237,8 @@ class ConsoleBackend:
 
     def groups(self) -> list[GroupRow]:
         """Every group (ListGroups, with its type), the first MAX_DESCRIBED_GROUPS described: a
-        classic group with DescribeGroups, a consumer-protocol group with ConsumerGroupDescribe."""
+        classic group with DescribeGroups, a consumer-protocol group with ConsumerGroupDescribe,
+        a share group with ShareGroupDescribe and DescribeShareGroupOffsets."""
         with self.pool.client() as client:
             rows = []
             for i, listing in enumerate(client.list_groups()):
@@ -245,6 +248,12 @@ class ConsoleBackend:
                                          listing.group_type))
                     continue
                 try:
+                    if listing.group_type == SHARE:
+                        desc = client.describe_share_group(listing.group_id)
+                        offsets = None if desc is None else client.describe_share_group_offsets(listing.group_id)
+                        rows.append(share_group_row(listing.group_id, listing.state or "?", listing.protocol_type,
+                                                    desc, offsets))
+                        continue
                     if listing.group_type == CONSUMER:
                         desc, offsets = self._consumer_group(client, listing.group_id)
                         rows.append(consumer_group_row(
@@ -276,6 +285,16 @@ class ConsoleBackend:
         return GroupDetail(desc.group_id, desc.state, desc.protocol_type, desc.protocol, desc.coordinator,
                            members, offsets, row.lag)
 
+    def share_group(self, group_id: str) -> ShareGroupDetail:
+        """A share group (KIP-932): ShareGroupDescribe and DescribeShareGroupOffsets, the figures
+        `kbroker share-groups --describe` shows. Not a share group, or none: an AdminError saying so."""
+        with self.pool.client() as client:
+            desc = client.describe_share_group(group_id)
+            if desc is None:
+                raise share_group_not_found(client, group_id, "ShareGroupDescribe")
+            offsets = client.describe_share_group_offsets(group_id) or []
+        return share_group_detail(desc, offsets)
+
     @staticmethod
     def _consumer_group(client: AdminClient, group_id: str, desc: ConsumerGroupDescription | None = None
                         ) -> tuple[ConsumerGroupDescription | None, list[OffsetRow]]:
@@ -298,7 +317,8 @@ class ConsoleBackend:
         partitions and every committed one; at most MAX_SERIES groups and topics (by name,
         internal topics last). Raises SamplingStopped when `stop` is set between groups."""
         with self.pool.client() as client:
-            groups = [g.group_id for g in client.list_groups()][:MAX_SERIES]
+            # a share group commits no offsets: its lag is the share partitions' (its page shows it)
+            groups = [g.group_id for g in client.list_groups() if g.group_type != SHARE][:MAX_SERIES]
             committed: dict[str, dict[tuple[str, int], int]] = {}
             for group_id in groups:
                 if stop.is_set():
@@ -329,6 +349,18 @@ class ConsoleBackend:
             access.require_topic_operation(client, {t for t, _p in offsets}, AclOperation.READ,
                                            f"OffsetCommit for group {group_id!r}")
             client.commit_offsets(group_id, offsets)
+
+    def plan_share_reset(self, group_id: str, topic: str | None, spec: ResetSpec
+                         ) -> tuple[list[PlannedOffset], list[str]]:
+        with self.pool.client() as client:
+            return plan_share_group_reset(client, group_id, spec, None if topic is None else [topic])
+
+    def alter_share_offsets(self, group_id: str, offsets: dict[tuple[str, int], int]) -> None:
+        """AlterShareGroupOffsets, sent only when every topic's authorized operations allow READ."""
+        with self.pool.client() as client:
+            access.require_topic_operation(client, {t for t, _p in offsets}, AclOperation.READ,
+                                           f"AlterShareGroupOffsets for group {group_id!r}")
+            client.alter_share_group_offsets(group_id, offsets)
 
     def authenticate(self) -> None:
         """Connect (TLS, SASL) to the first bootstrap broker that answers and keep the connection

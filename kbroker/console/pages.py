@@ -1,15 +1,16 @@
 """The rows of the console's tables, assembled from what the admin client fetched (pure functions,
 tested without a broker): brokers with their replica and leader counts and bytes on disk, topics
 with partition counts, replication, under-replicated partitions, messages and size, partitions
-with leader, replicas, ISR and each replica's size, groups with members, topics and lag, and the
-members of a consumer-protocol group (KIP-848) with their current and target assignments.
+with leader, replicas, ISR and each replica's size, groups with members, topics and lag, the
+members of a consumer-protocol group (KIP-848) with their current and target assignments, and a
+share group (KIP-932) with its members' assignments and each partition's start offset and lag.
 """
 
 from __future__ import annotations
 
 from typing import Mapping, NamedTuple, Sequence
 
-from kbroker.admin.client import ClusterDescription, GroupDescription, TopicState
+from kbroker.admin.client import ClusterDescription, GroupDescription, ShareGroupDescription, ShareOffset, TopicState
 from kbroker.admin.consumer_groups import (ConsumerGroupDescription, ConsumerMember, pending_revocation,
                                            subscription_text)
 from kbroker.admin.groups import MemberView, OffsetRow
@@ -58,7 +59,7 @@ class PartitionRow(NamedTuple):
         return len(self.isr) < len(self.replicas)
 
 
-CLASSIC, CONSUMER = "classic", "consumer"  # ListGroups' group types (KIP-848)
+CLASSIC, CONSUMER, SHARE = "classic", "consumer", "share"  # ListGroups' group types (KIP-848, KIP-932)
 Assignment = tuple[tuple[str, tuple[int, ...]], ...]  # (topic, partitions), by topic
 
 
@@ -103,6 +104,32 @@ class ConsumerGroupInfo(NamedTuple):
     assignment_epoch: int
     assignor: str
     members: tuple[ConsumerMemberRow, ...]
+
+
+class ShareMemberRow(NamedTuple):
+    """A member of a share group as ShareGroupDescribe gives it (`kbroker share-groups
+    --describe --members --verbose` shows the same)."""
+
+    member_id: str
+    client_id: str
+    host: str
+    member_epoch: int
+    partitions: int  # how many it is assigned
+    assignment: Assignment
+
+
+class ShareGroupDetail(NamedTuple):
+    """A share group's page: ShareGroupDescribe and DescribeShareGroupOffsets (the figures of
+    `kbroker share-groups --describe`)."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    coordinator_id: int
+    members: tuple[ShareMemberRow, ...]
+    offsets: tuple[ShareOffset, ...]  # by topic and partition: start offset, lag
+    total_lag: int | None  # None: the broker gave no lag (DescribeShareGroupOffsets v0)
 
 
 def _size_of(sizes: Sizes, broker: int, tp: TopicPartition) -> int | None:
@@ -185,3 +212,26 @@ def group_row(desc: GroupDescription, members: Sequence[MemberView], offsets: Se
                     | {t for m in members for t, _ps in m.assignment})
     return GroupRow(desc.group_id, desc.state, desc.protocol_type, len(members), tuple(topics),
                     sum(lags) if lags else None)
+
+
+def _share_lag(offsets: Sequence[ShareOffset]) -> int | None:
+    lags = [o.lag for o in offsets if o.lag is not None]
+    return sum(lags) if lags else None
+
+
+def share_group_detail(desc: ShareGroupDescription, offsets: Sequence[ShareOffset]) -> ShareGroupDetail:
+    members = tuple(ShareMemberRow(m.member_id, m.client_id, m.client_host, m.member_epoch,
+                                   sum(len(ps) for _t, ps in m.assignment), m.assignment) for m in desc.members)
+    return ShareGroupDetail(desc.group_id, desc.state, desc.group_epoch, desc.assignment_epoch,
+                            desc.coordinator.node_id, members, tuple(offsets), _share_lag(offsets))
+
+
+def share_group_row(group_id: str, listed_state: str, protocol_type: str, desc: ShareGroupDescription | None,
+                    offsets: Sequence[ShareOffset] | None) -> GroupRow:
+    """A share group in the list: its members and state from ShareGroupDescribe (None: gone since
+    it was listed), topics and lag (summed share-partition lag) from DescribeShareGroupOffsets."""
+    offsets = offsets or ()
+    topics = {o.topic for o in offsets} | {t for m in (desc.members if desc else ()) for t, _ps in m.assignment}
+    return GroupRow(group_id, desc.state if desc is not None else listed_state, protocol_type,
+                    None if desc is None else len(desc.members), tuple(sorted(topics)), _share_lag(offsets),
+                    None, SHARE)

@@ -304,7 +304,11 @@ def heartbeat(state: ShareGroupState, req: ShareHeartbeatRequest, env: ShareGrou
         return _leave(state, req)
     joining = req.member_epoch == 0
     if not joining and not state.exists:
-        raise _not_found(state)
+        # Kafka: GROUP_ID_NOT_FOUND (fatal to the clients). kbroker keeps share-group membership in
+        # memory, so after a coordinator failover the group is unknown here: its members are told
+        # UNKNOWN_MEMBER_ID and join again (epoch 0), keeping their member ids and share sessions.
+        raise GroupError(E.unknown_member_id, f"Member {req.member_id} is not a member of share group "
+                         f"{state.group_id} (unknown to this coordinator: join again).")
     if len(state.members) >= env.max_size and req.member_id not in state.members:
         raise GroupError(E.group_max_size_reached,
                          f"The share group has reached its maximum capacity of {env.max_size} members.")

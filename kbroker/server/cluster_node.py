@@ -107,6 +107,8 @@ class ClusterNode:
             broker.txn_coordinator.markers.request = self._send_markers
             broker.delayed.connect(schedules=partial(self._send_delayed, "schedules"),
                                    deliveries=partial(self._send_delayed, "deliveries"))
+            # share-partition state to the brokers that keep it (share coordinators, KIP-932)
+            broker.share_manager.persister.request = partial(self._send_delayed, "share-state")
             self.controller.on_controller_change = self._controller_changed
             await nursery.start(self.controller.run)
             nursery.start_soon(rm.run_isr_changes, self._send_alter_partition)

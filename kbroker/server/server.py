@@ -447,6 +447,7 @@ class KafkaServer:
                 if self.broker.remote_log_manager is not None:  # tiered storage: manifests loaded first
                     await background.start(self.broker.remote_log_manager.run)
                 await background.start(self.broker.delayed.run)
+                await background.start(self.broker.share_manager.run)  # share-state writes nobody waits for
                 await background.start(self.broker.replica_manager.log_dir_mover.run)
                 if node is not None:
                     await background.start(node.run)

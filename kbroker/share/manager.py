@@ -4,15 +4,18 @@ that fetch from it (share/sessions.py). It reads the log through the ReplicaMana
 read returns into acquired records, applies acknowledgements, takes back the locks that time out
 (a periodic task) and those of a member that left, and wakes the ShareFetches waiting for records.
 
-A share-partition starts where the group's `share.auto.offset.reset` says (latest, the default:
-the high watermark when it is first fetched; earliest: the log start; by_duration: the first
-record at or after now minus the duration). Its state — start offset, and each in-flight record's
-state and delivery count (acquired ones as available) — is written to `__share_group_state`
-(share/state_records.py, Kafka's snapshot format) when it starts and after every change an
-acknowledgement, a lock expiry or a member leaving makes, before the acknowledgement is answered;
-a restarted broker takes it back from there. The state topic's partition must be led by the same
-broker for that (always on the single node); a cluster's share-partitions whose state partition is
-led elsewhere are kept in memory only, for now (docs/queues.md).
+A share-partition's state — start offset, each in-flight record's state and delivery count
+(acquired ones as available) — is kept by its state coordinator through the SharePersister
+(share/persister.py: `__share_group_state`, on this broker or another): read when this broker
+first serves the share-partition under a leader epoch (a new leader carries on from it), written
+when it starts and after every change an acknowledgement makes, before the acknowledgement is
+answered; lock expiries and members leaving are written in the background (`run`). Writes of one
+share-partition are ordered and coalesced: a write carries every change made before it started.
+A share-partition with no stored state starts where the group's `share.auto.offset.reset` says
+(latest, the default: the high watermark; earliest: the log start; by_duration: the first record
+at or after now minus the duration). The group coordinator's reset or deletion of the offsets
+writes the state with a new state epoch: the leader's older state is then refused
+(FENCED_STATE_EPOCH) and read again, as it is when a new share session starts with nothing locked.
 """
 
 from __future__ import annotations
@@ -25,18 +28,15 @@ from typing import Callable, Iterable, Mapping
 import trio
 
 from kbroker.errors import ErrorCode, KafkaError
-from kbroker.group.dynamic_configs import (DLQ_TOPIC_NAME, SHARE_AUTO_OFFSET_RESET, SHARE_ISOLATION_LEVEL,
-                                           reset_duration_ms, share_backoff)
+from kbroker.group.dynamic_configs import SHARE_AUTO_OFFSET_RESET, SHARE_ISOLATION_LEVEL, reset_duration_ms, share_backoff
 from kbroker.log.topic_partition import TopicPartition
+from kbroker.share.dead_letters import DeadLetters
 from kbroker.share.partition import SharePartition
-from kbroker.share.partition_types import AcquiredRecords, Outcome, ShareConfig
-from kbroker.group.types import partition_for
-from kbroker.replica.internal_topic import read_internal_batches
+from kbroker.share.partition_types import AcquiredRecords, Outcome, ShareConfig, ShareSnapshot
+from kbroker.share.persister import KEEP_LEADER_EPOCH, SharePersister
 from kbroker.share.sessions import ShareSessions
-from kbroker.share.state_records import (SHARE_STATE_TOPIC, ShareStateKey, ShareStateValue, decode_key, decode_value,
-                                         encode_key, encode_value)
-from kbroker.wire.internal_records import build_internal_batch
-from kbroker.wire.records import Record, build_batch, decode_records, iter_batch_headers, validate_batches
+from kbroker.share.state_records import ShareStateKey, ShareStateValue
+from kbroker.wire.records import iter_batch_headers
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,7 @@ Key = tuple[str, TopicPartition]
 ACK_KINDS = {1: "accepted", 2: "released", 3: "rejected", 4: "renewed"}
 READ_LIMIT = 1 << 20  # bytes one share fetch reads of a partition at most (a first batch beyond it still comes)
 RECORD_BUDGET = 2048  # bytes read per record asked for (max_records), so a small fetch reads little
+FENCED = (E.fenced_leader_epoch, E.fenced_state_epoch)
 
 
 @dataclass
@@ -61,24 +62,31 @@ class SharePartitionManager:
                  state_partitions: int = 50, topic_configs: Callable[[str], Mapping[str, str] | None] = lambda _n: None,
                  topic_info: Callable[[str], object] = lambda _n: None,
                  topic_name: Callable[[uuid.UUID], str | None] = lambda _i: None,
-                 view_of: Callable[[str], object] = lambda _n: None, view_filter: Callable | None = None) -> None:
+                 view_of: Callable[[str], object] = lambda _n: None, view_filter: Callable | None = None,
+                 persister: SharePersister | None = None) -> None:
         self.replica_manager = replica_manager
         self.view_of = view_of  # a filtered view's definition (None: an ordinary topic)
         self.view_filter = view_filter  # ViewReader.filter(view, partition, read result)
         self.topic_name = topic_name  # a topic id's name
-        self.topic_configs = topic_configs  # a topic's stored configs (None: no such topic)
-        self.topic_info = topic_info  # a topic's metadata (num_partitions)
         self.topic_id = topic_id  # a topic's id, for the state records' keys
-        self.state_partitions = state_partitions  # of __share_group_state
-        self._snapshots: dict[int, dict[ShareStateKey, ShareStateValue]] = {}  # per state partition, read once
+        self.persister = persister or SharePersister(replica_manager, clock, node_id=0, cluster=False,
+                                                     state_partitions=state_partitions, leader_of=lambda _tp: 0)
         self.config = config
         self.clock = clock
         self.group_configs = group_configs
         self.partitions: dict[Key, SharePartition] = {}
+        self._loaded_at: dict[Key, tuple[int, int]] = {}  # (leader epoch, state epoch) a share-partition was read at
+        self._changes: dict[Key, int] = {}  # changes made to a share-partition since it was read
+        self._written: dict[Key, int] = {}  # ... of which the persister has these
+        self._locks: dict[Key, trio.Lock] = {}  # a share-partition's reads and writes of its state, in order
+        self._pending: set[Key] = set()  # changes nobody waits for: written by run()
+        self._pending_added = trio.Event()
         self.sessions = ShareSessions(max_sessions)
         self._changed = trio.Event()  # set when records became available again (released, expired)
         # counters for the metrics: per (group, topic, partition) and kind
         self.counts: dict[tuple[str, str, int, str], int] = {}
+        self.dead_letters = DeadLetters(replica_manager, group_configs, topic_configs, topic_info, self._read,
+                                        self._count)
 
     # -- state ---------------------------------------------------------------------------------------
     def _start_offset(self, group_id: str, tp: TopicPartition) -> int:
@@ -104,80 +112,125 @@ class SharePartitionManager:
             return self.config
         return replace(self.config, redelivery_backoff_ms=backoff, redelivery_backoff_max_ms=most)
 
-    def state(self, group_id: str, tp: TopicPartition) -> SharePartition:
-        key = (group_id, tp)
+    def _lock(self, key: Key) -> trio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = trio.Lock()
+        return lock
+
+    def _current(self, key: Key, epoch: int) -> SharePartition | None:
         sp = self.partitions.get(key)
-        config = self.config_for(group_id)
+        return sp if sp is not None and self._loaded_at[key][0] == epoch else None
+
+    async def state(self, group_id: str, tp: TopicPartition) -> SharePartition:
+        """The share-partition as this leader serves it, read from its state coordinator the first
+        time under this leader epoch; KafkaError when this broker does not lead `tp` or the state
+        cannot be read."""
+        key = (group_id, tp)
+        epoch = self._leader(tp).leader_epoch
+        sp = self._current(key, epoch)
         if sp is None:
-            stored = self._stored(group_id, tp)
-            if stored is not None:
-                sp = self.partitions[key] = SharePartition.restore(stored.snapshot, config)
-            else:
-                sp = self.partitions[key] = SharePartition.initial(self._start_offset(group_id, tp), config)
-                self._persist(group_id, tp)  # where it starts must survive a restart too
-        elif sp.config != config:  # the group's configs changed
+            async with self._lock(key):
+                sp = self._current(key, epoch)
+                if sp is None:
+                    sp = await self._load(group_id, tp, epoch)
+        config = self.config_for(group_id)
+        if sp.config != config:  # the group's configs changed
             sp = self.partitions[key] = sp.with_config(config)
         return sp
 
-    # -- __share_group_state -------------------------------------------------------------------------
-    def _state_key(self, group_id: str, tp: TopicPartition) -> tuple[ShareStateKey, int] | None:
+    async def _load(self, group_id: str, tp: TopicPartition, epoch: int) -> SharePartition:
+        key = (group_id, tp)
+        self._drop(key)
+        skey = self._state_key(group_id, tp)
+        stored = None
+        if skey is not None:
+            code, stored = await self.persister.read(skey, epoch)
+            if code != E.none:
+                raise KafkaError(f"reading the share state of {tp} for group {group_id}", code)
+        config = self.config_for(group_id)
+        if stored is not None:
+            try:
+                sp = SharePartition.restore(stored.snapshot, config)
+            except ValueError as exc:
+                raise KafkaError(f"share state of {tp} for group {group_id}: {exc}", E.unknown_server_error) from None
+            self.partitions[key], self._loaded_at[key] = sp, (epoch, stored.state_epoch)
+            logger.info("share group %s: %s carries on from its stored state (start offset %d, %d state batches, "
+                        "leader epoch %d)", group_id, tp, sp.start_offset, len(stored.snapshot.state_batches), epoch)
+            return sp
+        sp = SharePartition.initial(self._start_offset(group_id, tp), config)
+        self.partitions[key], self._loaded_at[key] = sp, (epoch, 0)
+        code = await self._write(key, self._changed_once(key))  # where it starts must survive a restart too
+        if code != E.none:
+            self._drop(key)
+            raise KafkaError(f"writing the share state of {tp} for group {group_id}", code)
+        return sp
+
+    def _drop(self, key: Key) -> None:
+        for d in (self.partitions, self._loaded_at, self._changes, self._written):
+            d.pop(key, None)
+
+    # -- writing the state -----------------------------------------------------------------------------
+    def _state_key(self, group_id: str, tp: TopicPartition) -> ShareStateKey | None:
         topic_id = self.topic_id(tp.topic)
-        if topic_id is None:
-            return None
-        key = ShareStateKey(group_id, topic_id, tp.partition)
-        return key, partition_for(key.coordinator_key(), self.state_partitions)
+        return None if topic_id is None else ShareStateKey(group_id, topic_id, tp.partition)
 
-    def _state_partition(self, partition: int):
-        """The local leader of a `__share_group_state` partition, None when there is none here."""
-        try:
-            return self.replica_manager.get_leader_partition(TopicPartition(SHARE_STATE_TOPIC, partition))
-        except KafkaError:
-            return None
+    def _changed_once(self, key: Key) -> int:
+        self._changes[key] = n = self._changes.get(key, 0) + 1
+        return n
 
-    def _stored(self, group_id: str, tp: TopicPartition) -> ShareStateValue | None:
-        found = self._state_key(group_id, tp)
-        if found is None:
-            return None
-        key, partition = found
-        snapshots = self._snapshots.get(partition)
-        if snapshots is None:
-            if self._state_partition(partition) is None:
-                return None
-            snapshots = self._stored_partition(partition)
-        return snapshots.get(key)
+    async def _persist(self, group_id: str, tp: TopicPartition) -> ErrorCode:
+        """Write the share-partition's state with the change just made (and any before it)."""
+        key = (group_id, tp)
+        want = self._changed_once(key)
+        async with self._lock(key):
+            return await self._write(key, want)
 
-    def _stored_partition(self, partition: int) -> dict[ShareStateKey, ShareStateValue]:
-        """Every snapshot of a local `__share_group_state` partition, read once."""
-        snapshots = self._snapshots[partition] = {}
-        for batch in read_internal_batches(self.replica_manager, TopicPartition(SHARE_STATE_TOPIC, partition)):
-            for _offset, raw_key, raw_value in batch.records:
-                k = decode_key(raw_key) if raw_key is not None else None
-                if k is None:
-                    continue
-                if raw_value is None:
-                    snapshots.pop(k, None)
-                    continue
-                try:
-                    snapshots[k] = decode_value(raw_value)
-                except ValueError as exc:
-                    logger.warning("unreadable share state for %s in %s-%d: %s", k, SHARE_STATE_TOPIC, partition, exc)
-        return snapshots
+    async def _write(self, key: Key, want: int) -> ErrorCode:
+        """With the key's lock held: write the current state unless change `want` is written already."""
+        if self._written.get(key, 0) >= want:
+            return E.none
+        sp = self.partitions.get(key)
+        if sp is None:
+            return E.not_leader_or_follower  # taken away (fenced, leadership moved) meanwhile
+        skey = self._state_key(*key)
+        if skey is None:
+            return E.none
+        upto = self._changes.get(key, 0)
+        loaded_at = self._loaded_at[key]
+        leader_epoch, state_epoch = loaded_at
+        code = await self.persister.write(skey, ShareStateValue(sp.snapshot(), state_epoch, leader_epoch))
+        if code == E.none:
+            if self._loaded_at.get(key) == loaded_at:  # not read again meanwhile
+                self._written[key] = max(self._written.get(key, 0), upto)
+        elif code in FENCED:
+            logger.info("share state of %s for group %s was written by a newer leader or reset: reading it again",
+                        key[1], key[0])
+            self._drop(key)
+        return code
 
-    def _persist(self, group_id: str, tp: TopicPartition) -> None:
-        """Write the share-partition's snapshot; KafkaError when the append fails (the caller answers
-        with it). Skipped where the state partition is not led here (a cluster, for now)."""
-        found = self._state_key(group_id, tp)
-        if found is None:
-            return
-        key, partition = found
-        leader = self._state_partition(partition)
-        if leader is None:
-            return
-        sp = self.partitions[(group_id, tp)]
-        value = ShareStateValue(sp.snapshot(), leader_epoch=self._leader_epoch(tp))
-        buf = bytearray(build_internal_batch([(encode_key(key), encode_value(value))], self.clock()))
-        leader.append_records_to_leader(buf, validate_batches(buf, from_client=False), -1, from_client=False)
-        self._snapshots.setdefault(partition, {})[key] = value
+    def _persist_later(self, key: Key) -> None:
+        """A change nobody waits for (locks taken back): written by run() when it can be."""
+        self._changed_once(key)
+        self._pending.add(key)
+        self._pending_added.set()
+
+    async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Writes the changes nobody waits for, each share-partition's in order."""
+        async with trio.open_nursery() as nursery:
+            task_status.started()
+            while True:
+                await self._pending_added.wait()
+                self._pending_added = trio.Event()
+                keys, self._pending = self._pending, set()
+                for key in keys:
+                    nursery.start_soon(self._write_quietly, key)
+
+    async def _write_quietly(self, key: Key) -> None:
+        async with self._lock(key):
+            code = await self._write(key, self._changes.get(key, 0))
+        if code not in (E.none, E.not_leader_or_follower):
+            logger.warning("could not write the share state of %s for group %s: %s", key[1], key[0], code.name)
 
     def _leader_epoch(self, tp: TopicPartition) -> int:
         try:
@@ -194,7 +247,7 @@ class SharePartitionManager:
         sp, outcome = result
         self.partitions[(group_id, tp)] = sp
         if outcome.archived:
-            self._dead_letter(group_id, tp, outcome.archived)
+            self.dead_letters.write(group_id, tp, outcome.archived)
         if outcome.expired or outcome.released:
             self._wake()
         for kind, items in (("acquired", outcome.acquired), ("archived", outcome.archived),
@@ -202,75 +255,8 @@ class SharePartitionManager:
             self._count(group_id, tp, kind, sum(i.last_offset - i.first_offset + 1 for i in items))
         return outcome
 
-    # -- dead letters (KIP-1191) ---------------------------------------------------------------------
-    def _dead_letter(self, group_id: str, tp: TopicPartition, archived) -> None:
-        """Copy records rejected, or archived at the delivery count limit, to the group's dead-letter
-        topic (errors.deadletterqueue.topic.name) with headers naming where they came from and why.
-        The topic must exist with errors.deadletterqueue.group.enable=true and be led here; else the
-        records are only archived (logged)."""
-        name = str((self.group_configs(group_id) if self.group_configs else {}).get(DLQ_TOPIC_NAME, "")).strip()
-        if not name:
-            return
-        target = self.dlq_target(name, tp.partition)
-        if target is None:
-            logger.warning("share group %s: dead-letter topic %s cannot take records (missing, not "
-                           "errors.deadletterqueue.group.enable=true, or not led here); %d range(s) archived only",
-                           group_id, name, len(archived))
-            return
-        records = []
-        for item in archived:
-            for record in self._read_records(tp, item.first_offset, item.last_offset):
-                headers = [*record.headers,
-                           ("__dlq.errors.group.id", group_id.encode()),
-                           ("__dlq.errors.topic", tp.topic.encode()),
-                           ("__dlq.errors.partition", str(tp.partition).encode()),
-                           ("__dlq.errors.offset", str(record.offset).encode()),
-                           ("__dlq.errors.delivery.count", str(item.delivery_count).encode()),
-                           ("__dlq.errors.reason", str(item.reason).encode())]
-                records.append(Record(len(records), record.timestamp, record.key, record.value, headers))
-        if not records:
-            return
-        buf = bytearray(build_batch(records))
-        try:
-            target.append_records_to_leader(buf, validate_batches(buf, from_client=False), -1, from_client=False)
-        except KafkaError as exc:
-            logger.warning("share group %s: could not write to dead-letter topic %s: %s", group_id, name, exc)
-            return
-        self._count(group_id, tp, "dead_lettered", len(records))
-
     def dlq_target(self, name: str, source_partition: int):
-        """The local leader of the dead-letter topic's partition for records of `source_partition`."""
-        configs = self.topic_configs(name)
-        if configs is None or str(configs.get("errors.deadletterqueue.group.enable", "false")).lower() != "true":
-            return None
-        info = self.topic_info(name)
-        if info is None or not info.num_partitions:
-            return None
-        try:
-            return self.replica_manager.get_leader_partition(TopicPartition(name, source_partition % info.num_partitions))
-        except KafkaError:
-            return None
-
-    def _read_records(self, tp: TopicPartition, first: int, last: int):
-        """The records of [first, last] in the log (what remains of them)."""
-        offset = first
-        while offset <= last:
-            read = self._read(tp, offset, 1 << 20, False)
-            if read.error is not None or not read.records:
-                return
-            data = b"".join(r.read() if not isinstance(r, (bytes, bytearray)) else bytes(r) for r in read.records)
-            progressed = False
-            for pos, header in iter_batch_headers(data):
-                if header.is_control:
-                    offset = max(offset, header.next_offset)
-                    continue
-                for record in decode_records(data, pos, header):
-                    if first <= record.offset <= last and record.offset >= offset:
-                        yield record
-                offset = max(offset, header.next_offset)
-                progressed = True
-            if not progressed:
-                return
+        return self.dead_letters.target(name, source_partition)
 
     # -- the log under a share-partition: its topic's, or a filtered view's source's -------------------
     def _log_tp(self, tp: TopicPartition) -> TopicPartition:
@@ -294,12 +280,12 @@ class SharePartitionManager:
         self._changed = trio.Event()
 
     # -- events --------------------------------------------------------------------------------------
-    def acquire(self, group_id: str, member_id: str, tp: TopicPartition, max_records: int, max_bytes: int,
-                read_committed: bool = False) -> AcquireResult:
+    async def acquire(self, group_id: str, member_id: str, tp: TopicPartition, max_records: int, max_bytes: int,
+                      read_committed: bool = False) -> AcquireResult:
         """Read from the share-partition's next fetch offset and lock what the read returned (up to
         `max_records`) for the member."""
         try:
-            sp = self.state(group_id, tp)
+            sp = await self.state(group_id, tp)
         except KafkaError as exc:
             return AcquireResult(exc.code)
         now = self.clock()
@@ -343,24 +329,24 @@ class SharePartitionManager:
             return False
         return str(self.group_configs(group_id).get(SHARE_ISOLATION_LEVEL, "")).strip().lower() == "read_committed"
 
-    def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
-                    batches: Iterable[tuple[int, int, tuple[int, ...]]]) -> ErrorCode:
-        if (group_id, tp) not in self.partitions:
-            try:
-                self._leader(tp)
-            except KafkaError as exc:
-                return exc.code
-            return E.invalid_record_state  # nothing was ever acquired here
-        sp = self.state(group_id, tp)
+    async def acknowledge(self, group_id: str, member_id: str, tp: TopicPartition,
+                          batches: Iterable[tuple[int, int, tuple[int, ...]]]) -> ErrorCode:
+        """Apply a member's acknowledgements; answered once the state coordinator has them. A write
+        that fails leaves the change in memory (written with the next one) and answers its error."""
+        key = (group_id, tp)
+        try:
+            epoch = self._leader(tp).leader_epoch
+        except KafkaError as exc:
+            return exc.code
+        sp = self._current(key, epoch)
+        if sp is None:
+            return E.invalid_record_state  # nothing was acquired here under this leadership
         batches = list(batches)
-        before = sp
         outcome = self._update(group_id, tp, sp.acknowledge(member_id, batches, self.clock()))
-        if outcome.ok and self.partitions[(group_id, tp)] is not before:
-            try:
-                self._persist(group_id, tp)  # before the acknowledgement is answered
-            except KafkaError as exc:
-                self.partitions[(group_id, tp)] = before  # not kept: not acknowledged
-                return exc.code
+        if outcome.ok and self.partitions[key] is not sp:
+            code = await self._persist(group_id, tp)  # before the acknowledgement is answered
+            if code != E.none:
+                return code
         if outcome.ok:
             for first, last, types in batches:
                 for type_, n in (((types[0], last - first + 1),) if len(types) == 1 else ((t, 1) for t in types)):
@@ -375,11 +361,21 @@ class SharePartitionManager:
         for (group, tp), sp in list(self.partitions.items()):
             if group == group_id:
                 if self._update(group, tp, sp.release_member(member_id, now)).released:
-                    self._persist_quietly(group, tp)
+                    self._persist_later((group, tp))
 
     def member_gone(self, group_id: str, member_id: str) -> None:
         self.sessions.remove_member(group_id, member_id)
         self.release_member(group_id, member_id)
+
+    def session_started(self, group_id: str) -> None:
+        """A member of the group started a share session: the group's share-partitions that hold no
+        lock are read again from their state coordinator on their next fetch (in a cluster the group
+        coordinator may have reset them on another broker since)."""
+        if not self.persister.cluster:
+            return  # on one node a reset drops the share-partition itself
+        for key, sp in list(self.partitions.items()):
+            if key[0] == group_id and not sp.acquired_count and key not in self._pending:
+                self._drop(key)
 
     def expire_locks(self) -> int:
         """Take back the locks whose time is up (a periodic task); how many records went back."""
@@ -391,16 +387,8 @@ class SharePartitionManager:
                 outcome = self._update(group, tp, sp.expire(now))
                 n += sum(r.last_offset - r.first_offset + 1 for r in outcome.expired)
                 if outcome.expired or outcome.archived:
-                    self._persist_quietly(group, tp)
+                    self._persist_later((group, tp))
         return n
-
-    def _persist_quietly(self, group_id: str, tp: TopicPartition) -> None:
-        """A change nobody waits for (locks taken back): written when it can be; the next change
-        writes the whole state again."""
-        try:
-            self._persist(group_id, tp)
-        except KafkaError as exc:
-            logger.warning("could not write the share state of %s for group %s: %s", tp, group_id, exc)
 
     async def wait_for_records(self, tps: list[TopicPartition], timeout_s: float) -> None:
         """Until an append lands on one of `tps` or records are released anywhere, at most `timeout_s`."""
@@ -418,66 +406,74 @@ class SharePartitionManager:
                 nursery.start_soon(appended)
                 nursery.start_soon(released)
 
-    # -- the group's offsets (Describe/Alter/DeleteShareGroupOffsets) -----------------------------------
-    def group_partitions(self, group_id: str) -> list[TopicPartition]:
-        """The share-partitions a group has state for here: live, or stored in local state partitions."""
+    # -- the group's offsets (Describe/Alter/DeleteShareGroupOffsets), for the group coordinator ---------
+    def group_partitions(self, group_id: str, also: Iterable[TopicPartition] = ()) -> list[TopicPartition]:
+        """The share-partitions a group has state for that this broker knows of: served here, or
+        stored in the state partitions led here; `also` adds ones known elsewhere (its subscription)."""
         found = {tp for group, tp in self.partitions if group == group_id}
-        for partition in range(self.state_partitions):
-            if partition not in self._snapshots and self._state_partition(partition) is not None:
-                self._stored_partition(partition)
-            for key in self._snapshots.get(partition, {}):
-                if key.group_id == group_id:
-                    name = self.topic_name(key.topic_id)
-                    if name is not None:
-                        found.add(TopicPartition(name, key.partition))
+        found.update(also)
+        for key in self.persister.local_keys(group_id):
+            name = self.topic_name(key.topic_id)
+            if name is not None:
+                found.add(TopicPartition(name, key.partition))
         return sorted(found, key=lambda tp: (tp.topic, tp.partition))
 
-    def start_offset(self, group_id: str, tp: TopicPartition) -> int:
+    async def start_offset(self, group_id: str, tp: TopicPartition) -> int:
         """The share-partition start offset, -1 when the group has none for it."""
-        sp = self.partitions.get((group_id, tp))
+        sp = self._current((group_id, tp), self._leader_epoch(tp))
         if sp is not None:
             return sp.start_offset
-        stored = self._stored(group_id, tp)
-        return stored.snapshot.start_offset if stored is not None else -1
+        skey = self._state_key(group_id, tp)
+        if skey is None:
+            return -1
+        code, stored = await self.persister.read(skey, -1)
+        return stored.snapshot.start_offset if code == E.none and stored is not None else -1
 
-    def reset_start(self, group_id: str, tp: TopicPartition, offset: int) -> ErrorCode:
-        """AlterShareGroupOffsets: the share-partition starts at `offset` (its in-flight state forgotten)."""
-        try:
-            self._leader(tp)
-        except KafkaError as exc:
-            return exc.code
-        if (group_id, tp) in self.partitions or self._stored(group_id, tp) is not None:
-            sp = self.state(group_id, tp)
-            new, outcome = sp.reset_start(offset, self.clock())
-            if not outcome.ok:
-                return outcome.error
-        else:
-            new = SharePartition.initial(offset, self.config_for(group_id))
-        self.partitions[(group_id, tp)] = new
-        try:
-            self._persist(group_id, tp)
-        except KafkaError as exc:
-            return exc.code
-        return E.none
+    async def reset_start(self, group_id: str, tp: TopicPartition, offset: int) -> ErrorCode:
+        """AlterShareGroupOffsets: the share-partition starts at `offset`, its in-flight state
+        forgotten, under a new state epoch (a leader's older state is fenced)."""
+        key = (group_id, tp)
+        sp = self.partitions.get(key)
+        if sp is not None and sp.acquired_count:
+            return E.non_empty_group
+        skey = self._state_key(group_id, tp)
+        if skey is None:
+            return E.unknown_topic_or_partition
+        code, stored = await self.persister.read(skey, -1)
+        if code != E.none:
+            return code
+        state_epoch = stored.state_epoch + 1 if stored is not None else 0
+        code = await self.persister.write(skey, ShareStateValue(ShareSnapshot(offset), state_epoch, KEEP_LEADER_EPOCH))
+        if code == E.none:
+            self._drop(key)
+        return code
 
-    def forget(self, group_id: str, tp: TopicPartition) -> ErrorCode:
+    async def forget(self, group_id: str, tp: TopicPartition) -> ErrorCode:
         """DeleteShareGroupOffsets / DeleteGroups: the group's state for the partition goes (a
         tombstone in __share_group_state); it starts again by share.auto.offset.reset."""
-        self.partitions.pop((group_id, tp), None)
-        found = self._state_key(group_id, tp)
-        if found is None:
+        self._drop((group_id, tp))
+        skey = self._state_key(group_id, tp)
+        if skey is None:
             return E.none
-        key, partition = found
-        leader = self._state_partition(partition)
-        if leader is None:
-            return E.none
-        buf = bytearray(build_internal_batch([(encode_key(key), None)], self.clock()))
+        return await self.persister.delete(skey)
+
+    async def stored_lag(self, group_id: str, tp: TopicPartition) -> int | None:
+        """The lag of a share-partition with stored state that this broker leads but has not served
+        since (after a reset): read in to count; None when it is led elsewhere or has no state."""
+        lag = self.lag(group_id, tp)
+        if lag is not None:
+            return lag
+        skey = self._state_key(group_id, tp)
+        if skey is None or self._leader_epoch(tp) < 0:
+            return None
+        code, stored = await self.persister.read(skey, -1)
+        if code != E.none or stored is None:
+            return None
         try:
-            leader.append_records_to_leader(buf, validate_batches(buf, from_client=False), -1, from_client=False)
-        except KafkaError as exc:
-            return exc.code
-        self._snapshots.get(partition, {}).pop(key, None)
-        return E.none
+            await self.state(group_id, tp)
+        except KafkaError:
+            return None
+        return self.lag(group_id, tp)
 
     def lag(self, group_id: str, tp: TopicPartition) -> int | None:
         sp = self.partitions.get((group_id, tp))

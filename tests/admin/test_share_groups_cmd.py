@@ -3,7 +3,8 @@ local socket (each frame handed to the dispatch table), its members made with th
 ShareGroupHeartbeat: list (with and without --state), describe (offsets, members, state, verbose),
 reset-offsets (refused with members, dry run, executed and seen by DescribeShareGroupOffsets),
 delete-offsets, delete, and the refusals: unknown group, a group of another type, share groups off,
-options that do not go together."""
+options that do not go together; and the AdminClient share-group calls the command (and the
+console) rest on."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ import functools
 import socket
 import struct
 import threading
+import time
 
 import pytest
 import trio
 
-from kbroker.admin.client import AdminClient
+from kbroker.admin.client import AdminClient, KafkaErrorResponse, NotServed
 from kbroker.api.dispatch import handle_frame
 from kbroker.broker import Broker
 from kbroker.cli import main
@@ -240,3 +242,35 @@ def test_share_groups_off_says_how_to_turn_them_on(tmp_path, capsys):
     assert code == 1 and err == [(f"kbroker share-groups: the broker at 127.0.0.1:{b.port} does not serve "
                                  "ShareGroupDescribe (share groups are off: start the broker with "
                                  "group.coordinator.rebalance.protocols=classic,consumer,share)")]
+
+
+def test_the_admin_clients_share_group_calls(kb):
+    beat(kb, "a", 0)
+    with AdminClient(kb.bootstrap, 5) as client:
+        client.commit_offsets("cg", {("t", 0): 0})  # a classic group: not a share group
+        assert [(g.group_id, g.state, g.group_type) for g in client.list_share_groups()] == [("sg", "Stable", "share")]
+        assert client.list_share_groups(["Empty"]) == []
+        desc = client.describe_share_group("sg")
+        assert (desc.state, [(m.member_id, m.client_id, m.assignment) for m in desc.members]) == \
+            ("Stable", [("a", "test", (("t", (0, 1)),))])
+        assert desc.coordinator.port == kb.port
+        assert client.describe_share_group("cg") is None and client.describe_share_group_offsets("nobody") is None
+        with pytest.raises(KafkaErrorResponse) as refused:
+            client.alter_share_group_offsets("sg", {("t", 0): 0})
+        assert refused.value.name == "NON_EMPTY_GROUP"
+        beat(kb, "a", -1)
+        client.alter_share_group_offsets("sg", {("t", 1): 0})
+        assert {(o.topic, o.partition): o.start_offset for o in client.describe_share_group_offsets("sg")}[("t", 1)] == 0
+        assert client.delete_share_group_offsets("sg", ["t", "t"]) == {"t": None}
+
+
+def test_share_calls_are_not_retried_where_share_groups_are_off(tmp_path):
+    b = SocketBroker(tmp_path)
+    try:
+        with AdminClient(b.bootstrap, 30) as client:
+            started = time.monotonic()
+            with pytest.raises(NotServed, match="does not serve DescribeShareGroupOffsets"):
+                client.describe_share_group_offsets("sg")
+            assert time.monotonic() - started < 5  # said at once, not after the 30 s retry budget
+    finally:
+        b.close()
