@@ -370,7 +370,7 @@ def pytest_configure(config: pytest.Config) -> None:
 # Modules whose tests are parametrized "<family>/<variant>" and spread over the xdist workers one
 # client family at a time (with `--dist loadfile` every other module is one work unit): the
 # client-family group scenarios would otherwise keep one worker busy for minutes.
-SPLIT_BY_FAMILY = ("test_groups_families.py",)
+SPLIT_BY_FAMILY = ("test_groups_families.py", "test_share_groups_families.py")
 
 
 @pytest.hookimpl(optionalhook=True)

@@ -51,6 +51,7 @@ from kbroker.api.authorization import CLUSTER_NAME, AclOperation, ResourceType, 
 from kbroker.api.context import Deferred, RequestContext
 from kbroker.errors import ErrorCode, error_code_of
 from kbroker.wire import consumer_group_heartbeat as consumer_group_heartbeat_codec
+from kbroker.wire import share_fetch_response
 from kbroker.wire.fetch_response import encode_fetch_response
 from kbroker.wire.metadata_response import encode_metadata_response
 from kbroker.wire.produce_request import decode_produce_request
@@ -240,6 +241,8 @@ def _encode(header, data: Any) -> bytes | list | None:
         return None
     if header.api_key == FETCH_KEY:
         return encode_fetch_response(header.api_version, header.correlation_id, data)
+    if header.api_key == share_fetch_response.API_KEY:
+        return share_fetch_response.encode_response(header.api_version, header.correlation_id, data)
     if header.api_key == METADATA_KEY:
         return encode_metadata_response(header.api_version, header.correlation_id, data)
     if header.api_key == PRODUCE_KEY:

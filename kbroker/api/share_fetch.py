@@ -163,7 +163,7 @@ async def _acquire(manager, group_id: str, member_id: str, resolved: dict, reque
                                       "delivery_count": a.delivery_count} for a in result.acquired]
         n = sum(a.last_offset - a.first_offset + 1 for a in result.acquired)
         budget_records -= n
-        budget_bytes -= len(result.records)
+        budget_bytes -= result.size
         got += n
     return got
 

@@ -7,15 +7,19 @@ file.delete.delay.ms (as Kafka delays deletion) so an in-flight sendfile never s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kbroker.log._files import pread_upto
+from kbroker.wire.records import BATCH_HEADER_SIZE, LOG_OVERHEAD, BatchHeader, parse_batch_header
 
 if TYPE_CHECKING:
     from kbroker.log.log_txn import AbortedTransaction
 
 __all__ = ["FileRecords", "FetchDataInfo"]
+
+_SCAN_CHUNK = 16 * 1024  # header scans of small batches: a few batches per pread
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +32,26 @@ class FileRecords:
 
     def read(self) -> bytes:
         return pread_upto(self.fd, self.size, self.position)
+
+    def batch_headers(self) -> Iterator[tuple[int, BatchHeader]]:
+        """(position within the range, header) of each complete batch, reading headers only:
+        small batches a chunk at a time, large ones one header per pread, so a scan never copies
+        the records of large batches (a share fetch keeps them as ranges for sendfile)."""
+        pos, buf, buf_at, large = 0, b"", 0, False
+        while self.size - pos >= BATCH_HEADER_SIZE:
+            off = pos - buf_at
+            if off + BATCH_HEADER_SIZE > len(buf):
+                want = BATCH_HEADER_SIZE if large else min(_SCAN_CHUNK, self.size - pos)
+                buf, buf_at, off = pread_upto(self.fd, want, self.position + pos), pos, 0
+                if len(buf) < BATCH_HEADER_SIZE:
+                    return
+            header = parse_batch_header(buf, off)
+            size = header.batch_length + LOG_OVERHEAD
+            if pos + size > self.size:
+                return
+            yield pos, header
+            large = size > _SCAN_CHUNK // 4
+            pos += size
 
 
 @dataclass(slots=True)

@@ -109,6 +109,7 @@ class ClusterNode:
                                    deliveries=partial(self._send_delayed, "deliveries"))
             # share-partition state to the brokers that keep it (share coordinators, KIP-932)
             broker.share_manager.persister.request = partial(self._send_delayed, "share-state")
+            broker.share_manager.dead_letters.request = partial(self._send_delayed, "dead-letters")
             self.controller.on_controller_change = self._controller_changed
             await nursery.start(self.controller.run)
             nursery.start_soon(rm.run_isr_changes, self._send_alter_partition)

@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import logging
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, Mapping
 
 import trio
 
 from kbroker.errors import ErrorCode, KafkaError
 from kbroker.group.dynamic_configs import SHARE_AUTO_OFFSET_RESET, SHARE_ISOLATION_LEVEL, reset_duration_ms, share_backoff
+from kbroker.log.records_view import FileRecords
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.share.dead_letters import DeadLetters
 from kbroker.share.partition import SharePartition
@@ -36,6 +37,7 @@ from kbroker.share.partition_types import AcquiredRecords, Outcome, ShareConfig,
 from kbroker.share.persister import KEEP_LEADER_EPOCH, SharePersister
 from kbroker.share.sessions import ShareSessions
 from kbroker.share.state_records import ShareStateKey, ShareStateValue
+from kbroker.wire.fetch_response import RecordBytes
 from kbroker.wire.records import iter_batch_headers
 
 logger = logging.getLogger(__name__)
@@ -51,8 +53,14 @@ FENCED = (E.fenced_leader_epoch, E.fenced_state_epoch)
 @dataclass
 class AcquireResult:
     error: ErrorCode = E.none
-    records: bytes = b""  # whole batches holding the acquired offsets (the client keeps those)
+    # whole batches holding the acquired offsets (the client keeps those): file ranges of the
+    # segments, sent with sendfile, and batches in memory (a filtered view's)
+    records: list = field(default_factory=list)
     acquired: tuple[AcquiredRecords, ...] = ()
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.records)
 
 
 class SharePartitionManager:
@@ -85,8 +93,10 @@ class SharePartitionManager:
         self._changed = trio.Event()  # set when records became available again (released, expired)
         # counters for the metrics: per (group, topic, partition) and kind
         self.counts: dict[tuple[str, str, int, str], int] = {}
-        self.dead_letters = DeadLetters(replica_manager, group_configs, topic_configs, topic_info, self._read,
-                                        self._count)
+        self.dead_letters = DeadLetters(  # the broker's id, cluster and leaders: the persister's
+            replica_manager, group_configs, topic_configs, topic_info, self._read, self._count,
+            node_id=self.persister.node_id, cluster=self.persister.cluster, leader_of=self.persister.leader_of,
+            timeout_s=self.persister.timeout_s)
 
     # -- state ---------------------------------------------------------------------------------------
     def _start_offset(self, group_id: str, tp: TopicPartition) -> int:
@@ -190,6 +200,7 @@ class SharePartitionManager:
         """With the key's lock held: write the current state unless change `want` is written already."""
         if self._written.get(key, 0) >= want:
             return E.none
+        await self.dead_letters.wait_sent(key)  # the dead letters of the changes written are on their topic
         sp = self.partitions.get(key)
         if sp is None:
             return E.not_leader_or_follower  # taken away (fenced, leadership moved) meanwhile
@@ -216,8 +227,10 @@ class SharePartitionManager:
         self._pending_added.set()
 
     async def run(self, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
-        """Writes the changes nobody waits for, each share-partition's in order."""
+        """Writes the changes nobody waits for, each share-partition's in order; sends the dead letters
+        (in a cluster)."""
         async with trio.open_nursery() as nursery:
+            await nursery.start(self.dead_letters.run)
             task_status.started()
             while True:
                 await self._pending_added.wait()
@@ -300,8 +313,7 @@ class SharePartitionManager:
             return AcquireResult(read.error.code)
         if not read.records:
             return AcquireResult()
-        data = b"".join(r.read() if not isinstance(r, (bytes, bytearray)) else bytes(r) for r in read.records)
-        headers = list(_batches(data))
+        headers = list(_batches(read.records))  # the batches' headers only: the records stay in the files
         if not headers:
             return AcquireResult()
         first, last = max(headers[0][2].base_offset, offset), headers[-1][2].last_offset
@@ -320,8 +332,8 @@ class SharePartitionManager:
             if not acquired:
                 return AcquireResult()
         lo, hi = acquired[0].first_offset, acquired[-1].last_offset
-        kept = b"".join(data[pos:end] for pos, end, h in headers
-                        if h.last_offset >= lo and h.base_offset <= hi and not h.is_control)
+        kept = _pieces(read.records, [(pos, end) for pos, end, h in headers
+                                      if h.last_offset >= lo and h.base_offset <= hi and not h.is_control])
         return AcquireResult(E.none, kept, acquired)
 
     def _read_committed(self, group_id: str) -> bool:
@@ -535,7 +547,38 @@ def _subtract(acquired, ranges):
             yield AcquiredRecords(lo, hi, r.delivery_count)
 
 
-def _batches(data: bytes):
-    """(start, end, header) of each whole batch in `data`."""
-    for pos, header in iter_batch_headers(data):
-        yield pos, pos + header.size_in_bytes, header
+def _batches(records):
+    """(start, end, header) of each whole batch of a read, positions as in its pieces joined:
+    headers read from the files (FileRecords.batch_headers) or parsed from in-memory batches."""
+    at = 0
+    for r in records:
+        found = r.batch_headers() if isinstance(r, FileRecords) else iter_batch_headers(r)
+        for pos, header in found:
+            yield at + pos, at + pos + header.size_in_bytes, header
+        at += _size(r)
+
+
+def _pieces(records, spans: list[tuple[int, int]]) -> list:
+    """The [pos, end) spans of the read's bytes (`records` joined) as what they are: file ranges of
+    the segments (neighbours merged), or the bytes of an in-memory batch. A batch never straddles
+    two of `records` (each holds whole batches)."""
+    out: list = []
+    i, start = 0, 0
+    for pos, end in spans:
+        while start + _size(records[i]) <= pos:
+            start += _size(records[i])
+            i += 1
+        r, off = records[i], pos - start
+        if isinstance(r, FileRecords):
+            last = out[-1] if out else None
+            if isinstance(last, FileRecords) and last.fd == r.fd and last.position + last.size == r.position + off:
+                out[-1] = FileRecords(r.fd, last.position, last.size + end - pos)
+            else:
+                out.append(FileRecords(r.fd, r.position + off, end - pos))
+        else:
+            out.append(RecordBytes(bytes(r[off:off + end - pos])))
+    return out
+
+
+def _size(r) -> int:
+    return r.size if isinstance(r, FileRecords) else len(r)

@@ -148,3 +148,10 @@ def encode_fetch_response(version: int, correlation_id: int, data: dict[str, Any
         w.no_tags()
     chunks = w.finish()
     return [_I32.pack(w.size)] + chunks
+
+
+def frame_bytes(response: bytes | list[Chunk]) -> bytes:
+    """A response as one bytes object, its file ranges read (tests and tools that decode it)."""
+    if isinstance(response, (bytes, bytearray)):
+        return bytes(response)
+    return b"".join(c if isinstance(c, (bytes, bytearray)) else c.read() for c in response)

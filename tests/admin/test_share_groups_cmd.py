@@ -23,6 +23,7 @@ from kbroker.broker import Broker
 from kbroker.cli import main
 from kbroker.config import BrokerConfig
 from kbroker.errors import ErrorCode as E
+from kbroker.wire.fetch_response import frame_bytes
 from kbroker.wire.protocol import decode_response, encode_request
 from kbroker.wire.records import Record, build_batch
 
@@ -66,14 +67,14 @@ class SocketBroker:
                     with self.lock:
                         response = trio.run(handle_frame, self.broker, bytearray(frame))
                     if response:
-                        conn.sendall(bytes(response))
+                        conn.sendall(frame_bytes(response))
                 except OSError:
                     return
 
     def ask(self, key: int, version: int, body: dict):
         frame = encode_request(key, version, 7, "test", body)
         with self.lock:
-            response = trio.run(handle_frame, self.broker, bytearray(frame[4:]))
+            response = frame_bytes(trio.run(handle_frame, self.broker, bytearray(frame[4:])))
         _corr, decoded = decode_response(key, version, response[4:])
         return decoded
 

@@ -11,6 +11,7 @@ import trio
 from kbroker.api.dispatch import handle_frame
 from kbroker.broker import Broker
 from kbroker.config import BrokerConfig
+from kbroker.wire.fetch_response import frame_bytes
 from kbroker.wire.protocol import decode_response, encode_request
 
 
@@ -31,7 +32,7 @@ def running(path, partitions: int, topic: str = "t") -> Iterator[Broker]:
 
 def ask(broker: Broker, key: int, version: int, body: dict):
     frame = encode_request(key, version, 7, "test", body)
-    response = trio.run(handle_frame, broker, bytearray(frame[4:]))
+    response = frame_bytes(trio.run(handle_frame, broker, bytearray(frame[4:])))
     correlation_id, decoded = decode_response(key, version, response[4:])
     assert correlation_id == 7
     return decoded

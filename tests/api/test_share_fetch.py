@@ -20,6 +20,7 @@ from kbroker.log.topic_partition import TopicPartition
 from kbroker.metrics.collector import build_registry
 from kbroker.metrics.stats import BrokerStats
 from prometheus_client import generate_latest
+from kbroker.wire.fetch_response import frame_bytes
 from kbroker.wire.protocol import decode_response, encode_request
 from kbroker.wire.records import Record, build_batch, decode_records, iter_batch_headers
 
@@ -166,7 +167,7 @@ def test_a_fetch_waits_for_records_up_to_max_wait(broker):
     async def scenario():
         async def fetch():
             started = trio.current_time()
-            response = await handle_frame(broker, bytearray(fetch_frame[4:]))
+            response = frame_bytes(await handle_frame(broker, bytearray(fetch_frame[4:])))
             out["waited"] = trio.current_time() - started
             out["response"] = decode_response(SHARE_FETCH, 2, response[4:])[1]
 
