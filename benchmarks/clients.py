@@ -49,7 +49,8 @@ def delete_topics(bootstrap: str, names: list[str], timeout: float = 60.0) -> No
 
 
 def produce_run(bootstrap: str, topic: str, partitions: int, size: int, count: int, acks: str,
-                deadline: float, linger_ms: int = 5, mode: str = "plain", txn_messages: int = 1000) -> dict:
+                deadline: float, linger_ms: int = 5, mode: str = "plain", txn_messages: int = 1000,
+                batch_size: int = 1000000) -> dict:
     """Produce `count` messages of `size` random bytes round-robin over `partitions` partitions
     as fast as librdkafka takes them; time from the first produce() to the end of flush().
 
@@ -69,7 +70,7 @@ def produce_run(bootstrap: str, topic: str, partitions: int, size: int, count: i
     txn = mode == "transactional"
     conf = {
         "bootstrap.servers": bootstrap, "acks": acks, "linger.ms": linger_ms,
-        "batch.size": 1000000, "batch.num.messages": 1000000,
+        "batch.size": batch_size, "batch.num.messages": 1000000,
         "queue.buffering.max.messages": 2000000, "queue.buffering.max.kbytes": 2097151,
         "compression.type": "none", "enable.idempotence": mode != "plain",
         "message.timeout.ms": 120000, "on_delivery": on_delivery, "delivery.report.only.error": True,

@@ -7,12 +7,13 @@ gets `share.auto.offset.reset=earliest` (IncrementalAlterConfigs on the GROUP re
 
 1. **Scaling** (one partition, 1 KiB records, 2 ms of simulated work per record, implicit
    acknowledgement): 1, 4 and 16 share consumers of one group on a pre-filled one-partition topic
-   (SCALE_RECORDS[n] records); beside them a classic consumer group (confluent_kafka.Consumer) of
+   (SCALE_RECORDS[n] records, produced in batches of WORK_QUEUE_BATCH bytes); beside them a classic consumer group (confluent_kafka.Consumer) of
    1 and 4 members on the same kind of topic (one partition: one member works). records/s = the
    records received between 5 % and 95 % of the run's total over the time between them (the
    steady part: consumers joining and the tail left out); each run capped at RUN_CAP_S.
 2. **Throughput** (no work time, implicit acknowledgement): 4 share consumers next to a classic
-   group of 4 members on 4 partitions pre-filled with THROUGHPUT_RECORDS records of 1 KiB.
+   group of 4 members on 4 partitions pre-filled with THROUGHPUT_RECORDS records of 1 KiB (1 MB
+   producer batches).
 3. **Redelivery**: a share consumer in explicit mode that never acknowledges (`--hold`: prints the
    records its first poll returned, then stops polling) and a survivor (explicit, acknowledging
    every record, printing each record's receive time and delivery count) subscribe to an empty
@@ -42,11 +43,13 @@ OVERRIDES = ["group.coordinator.rebalance.protocols=classic,consumer,share",
              f"group.share.record.lock.duration.ms={LOCK_MS}"]
 SIZE = 1024
 WORK_MS = 2.0
+WORK_QUEUE_BATCH = 16384  # producer batch.size of the runs with work: a share fetch (BATCH_OPTIMIZED, as
+# Kafka's) takes whole log batches, so with 1 MB batches a partition's 2,000 record locks go to 2 consumers
 SCALE_RECORDS = {1: 20_000, 4: 40_000, 16: 80_000}
 CLASSIC_RECORDS = 5_000
 THROUGHPUT_PARTITIONS = 4
 THROUGHPUT_CONSUMERS = 4
-THROUGHPUT_RECORDS = 200_000
+THROUGHPUT_RECORDS = 1_000_000  # a steady window of seconds (200,000 drained in 0.2 s: a start-up race)
 REDELIVERY_RECORDS = 2_000
 RUN_CAP_S = 60.0
 WORKER = Path(__file__).resolve().parent / "share_worker.py"
@@ -126,9 +129,10 @@ def share_earliest(bootstrap: str, group: str) -> None:
                    cwd=REPO_ROOT, check=True, capture_output=True, timeout=60)
 
 
-def prefill(bootstrap: str, topic: str, partitions: int, count: int) -> None:
+def prefill(bootstrap: str, topic: str, partitions: int, count: int, batch_size: int = 1000000) -> None:
     clients.create_topics(bootstrap, [(topic, partitions, {"file.delete.delay.ms": "0"})])
-    r = clients.produce_run(bootstrap, topic, partitions, SIZE, count, "1", time.perf_counter() + 120)
+    r = clients.produce_run(bootstrap, topic, partitions, SIZE, count, "1", time.perf_counter() + 120,
+                            batch_size=batch_size)
     if r.get("errors"):
         raise RuntimeError(f"prefill of {topic}: {r['errors']} produce errors")
 
@@ -161,7 +165,9 @@ def consume_run(ctx: Ctx, broker: OwnBroker, label: str, kind: str, members: int
     they have received every record (or RUN_CAP_S)."""
     topic = f"bench-{ctx.run_id}-share-{label}"
     group = f"bench-{ctx.run_id}-sg-{label}"
-    prefill(broker.bootstrap, topic, partitions, records)
+    # a work queue's producer sends records as they come (small batches: the Java client's default
+    # batch.size); the throughput runs are bulk-loaded with librdkafka's 1 MB batches
+    prefill(broker.bootstrap, topic, partitions, records, WORK_QUEUE_BATCH if work_ms else 1000000)
     if kind == "share":
         share_earliest(broker.bootstrap, group)
     logs = broker.dir / f"children-{label}"

@@ -24,6 +24,7 @@ from kbroker.wire.protocol import to_ms
 
 E = ErrorCode
 MAX_ACK_BATCHES = 100_000  # acknowledgement batches one request may carry
+BATCH_OPTIMIZED = 0  # ShareAcquireMode (v2; v1 knows no other): whole log batches, max_records may be exceeded
 
 
 def _top_error(code: ErrorCode, message: str | None = None, lock_ms: int = 0) -> dict:
@@ -151,7 +152,8 @@ async def _acquire(manager, group_id: str, member_id: str, resolved: dict, reque
     for key, tp in resolved.items():
         if budget_records <= 0 or budget_bytes <= 0:
             break
-        result = await manager.acquire(group_id, member_id, tp, budget_records, budget_bytes)
+        result = await manager.acquire(group_id, member_id, tp, budget_records, budget_bytes,
+                                       whole_batches=getattr(request, "share_acquire_mode", 0) == BATCH_OPTIMIZED)
         entry = answer.part(key) if result.error != E.none or result.acquired else None
         if entry is None:
             continue

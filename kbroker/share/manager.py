@@ -294,9 +294,12 @@ class SharePartitionManager:
 
     # -- events --------------------------------------------------------------------------------------
     async def acquire(self, group_id: str, member_id: str, tp: TopicPartition, max_records: int, max_bytes: int,
-                      read_committed: bool = False) -> AcquireResult:
+                      read_committed: bool = False, whole_batches: bool = False) -> AcquireResult:
         """Read from the share-partition's next fetch offset and lock what the read returned (up to
-        `max_records`) for the member."""
+        `max_records`) for the member. `whole_batches` (ShareFetch's BATCH_OPTIMIZED acquire mode,
+        KIP-1206, v1's only one): the log batch holding the last record within `max_records` is
+        taken whole, as Kafka does — the client gets that batch anyway, and the rest of it would
+        be sent again with the next fetch."""
         try:
             sp = await self.state(group_id, tp)
         except KafkaError as exc:
@@ -317,6 +320,8 @@ class SharePartitionManager:
         if not headers:
             return AcquireResult()
         first, last = max(headers[0][2].base_offset, offset), headers[-1][2].last_offset
+        if whole_batches:
+            max_records = _to_batch_end(headers, offset, max_records)
         outcome = self._update(group_id, tp, sp.acquire(member_id, first, last, max_records, now))
         if not outcome.acquired:
             return AcquireResult()
@@ -496,6 +501,15 @@ class SharePartitionManager:
         except KafkaError:
             return None
         return sp.lag(end)
+
+
+def _to_batch_end(headers, offset: int, max_records: int) -> int:
+    """`max_records` from `offset`, stretched to the end of the log batch its last record is in."""
+    want = offset + max_records - 1
+    for _pos, _end, h in headers:
+        if h.base_offset <= want <= h.last_offset:
+            return max(max_records, h.last_offset - offset + 1)
+    return max_records
 
 
 def _skipped(headers, aborted) -> list[tuple[int, int]]:

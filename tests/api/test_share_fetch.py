@@ -49,7 +49,7 @@ def join(broker, member):
     assert r.error_code == E.none
 
 
-def share_fetch(broker, member, epoch, acks=(), max_records=100, version=2, forget=False, wait_ms=0):
+def share_fetch(broker, member, epoch, acks=(), max_records=100, version=2, forget=False, wait_ms=0, mode=0):
     topic_id = broker.metadata.topic("t").topic_id
     batches = [{"first_offset": f, "last_offset": l, "acknowledge_types": list(t)} for f, l, t in acks]
     body = {"group_id": "sg", "member_id": member, "share_session_epoch": epoch, "max_wait": wait_ms,
@@ -58,7 +58,7 @@ def share_fetch(broker, member, epoch, acks=(), max_records=100, version=2, forg
                 {"partition_index": 0, "acknowledgement_batches": batches}]}],
             "forgotten_topics_data": []}
     if version >= 2:
-        body.update(share_acquire_mode=0, is_renew_ack=False)
+        body.update(share_acquire_mode=mode, is_renew_ack=False)
     return ask(broker, SHARE_FETCH, version, body)
 
 
@@ -81,6 +81,20 @@ def acquired(response):
                 values += [(r.offset, r.value) for r in decode_records(data, pos, header)]
     offsets = {o for f, l, _c in ranges for o in range(f, l + 1)}
     return ranges, [v for o, v in sorted(values) if o in offsets]
+
+
+def test_batch_optimized_takes_whole_batches_record_limit_does_not(broker):
+    """ShareAcquireMode (KIP-1206): BATCH_OPTIMIZED (v1's only mode, v2's default) stretches
+    max_records to the end of the log batch it ends in; RECORD_LIMIT stops at max_records."""
+    join(broker, "a")
+    join(broker, "b")
+    share_fetch(broker, "a", 0)
+    share_fetch(broker, "b", 0)
+    produce(broker, [b"x%d" % i for i in range(6)])  # one batch, offsets 0-5
+    produce(broker, [b"y%d" % i for i in range(4)])  # another, 6-9
+    assert acquired(share_fetch(broker, "a", 1, max_records=2, version=1))[0] == [(0, 5, 1)]
+    assert acquired(share_fetch(broker, "b", 1, max_records=2, mode=1))[0] == [(6, 7, 1)]
+    assert acquired(share_fetch(broker, "b", 2, max_records=1, mode=0))[0] == [(8, 9, 1)]
 
 
 def test_acquire_accept_release_reject(broker):

@@ -136,20 +136,27 @@ def _compose(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
     return st.one_of(
         st.tuples(children, children).map("".join),
         st.tuples(children, children).map(lambda pair: f"(?:{pair[0]}|{pair[1]})"),
-        children.map(lambda c: f"(?:{c})*"),
-        children.map(lambda c: f"(?:{c})+"),
-        children.map(lambda c: f"(?:{c})?"),
-        children.map(lambda c: f"(?:{c}){{1,3}}"),
         children.map(lambda c: f"({c})"),
     )
 
 
-patterns = st.recursive(atoms, _compose, max_leaves=8)
+def _quantified(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    return st.one_of(inner.map(lambda c: f"(?:{c})*"), inner.map(lambda c: f"(?:{c})+"),
+                     inner.map(lambda c: f"(?:{c})?"), inner.map(lambda c: f"(?:{c}){{1,3}}"))
+
+
+# quantifiers never over a quantified group: Python's re (the reference) backtracks exponentially on
+# nested quantifiers, and a test example must not run for minutes (RE2 is linear either way)
+patterns = st.recursive(st.one_of(atoms, _quantified(st.recursive(atoms, _compose, max_leaves=4))),
+                        _compose, max_leaves=6)
 topic_names = st.text(alphabet=ALPHABET, min_size=1, max_size=10)
+# the differential test's names: short, so an alternation of overlapping branches under one
+# quantifier stays cheap for the backtracking reference (8 ways per character: 8**7 steps at most)
+short_names = st.text(alphabet=ALPHABET, min_size=1, max_size=7)
 
 
 @PROPERTY
-@given(patterns, st.lists(topic_names, max_size=20))
+@given(patterns, st.lists(short_names, max_size=20))
 def test_matches_agree_with_full_match_semantics(pattern: str, topics: list[str]) -> None:
     assert validate_regex(pattern) is None
     expected = frozenset(t for t in topics if re.fullmatch(pattern, t) is not None)
