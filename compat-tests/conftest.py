@@ -155,6 +155,18 @@ def probe(host: str, port: int, timeout: float = 1.0) -> bool:
         return False
 
 
+def settled(what: Callable[[], Any], until: Callable[[Any], bool], timeout_s: float = 30.0,
+            interval: float = 0.5) -> Any:
+    """`what()` again until `until` holds for its value or the time is up; the last value either
+    way (the caller's assertion then says what it was)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        got = what()
+        if until(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(interval)
+
+
 def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
     """Poll `cond` until it returns something truthy; fail with `what` at the deadline."""
     deadline = time.monotonic() + timeout

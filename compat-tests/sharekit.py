@@ -5,15 +5,16 @@ it), started with a group, a topic, an acknowledgement mode and a policy, and pr
 stdout that `ShareMember` collects (through groupkit.Member's reader):
 
     {"event": "ready"}                                  subscribed; polling from now on
-    {"event": "record", "partition": 0, "offset": 5, "value": "v5", "delivery_count": 1}
+    {"event": "record", "partition": 0, "offset": 5, "value": "v5", "delivery_count": 1, "t": 1795...}
     {"event": "ack-error", "topic": t, "partition": p, "error": "..."}    an acknowledgement refused
     {"event": "error", "error": "<class>", "message": "..."}             a failure (then exit 1)
     {"event": "closed"}                                 after a clean close on SIGTERM (exit 0)
 
 Modes: `implicit` (every record polled is accepted by the next poll or the close) or `explicit`
 with a policy: `accept` every record; `by-value`: a record whose value starts with "release" is
-RELEASEd the first time the process sees it and ACCEPTed after, "reject..." REJECTed, any other
-ACCEPTed, with a commit (ShareAcknowledge) after each poll; `hold`: poll until records come, then
+RELEASEd the first time the process sees it and ACCEPTed after, "again..." RELEASEd every time (up
+to the delivery count limit), "reject..." REJECTed, any other ACCEPTed, with a commit
+(ShareAcknowledge) after each poll; `hold`: poll until records come, then
 keep them unacknowledged and poll no more (an explicit-mode consumer refuses to poll again with
 records unacknowledged) until the process is killed.
 
@@ -217,15 +218,19 @@ def set_group_config(bootstrap: str, group: str, config: dict[str, str]) -> None
         future.result(30)
 
 
-def produce(bootstrap: str, topic: str, values: list[str], partitions: int = 1, chunk: int | None = None) -> None:
+def produce(bootstrap: str, topic: str, values: list[str], partitions: int = 1, chunk: int | None = None,
+            headers: list | None = None, timestamp_ms: int | None = None) -> None:
     """values[i] to partition i % partitions; with `chunk`, flushed every `chunk` records (a batch
     each), a little apart: a share fetch acquires whole batches, so one member could otherwise take
-    every record in a single fetch."""
+    every record in a single fetch. `headers` for every record; `timestamp_ms` their CreateTime."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    extra = {"headers": headers} if headers else {}
+    if timestamp_ms is not None:
+        extra["timestamp"] = timestamp_ms
     for i, value in enumerate(values):
-        producer.produce(topic, value=value.encode(), partition=i % partitions)
+        producer.produce(topic, value=value.encode(), partition=i % partitions, **extra)
         if chunk and (i + 1) % chunk == 0:
             assert producer.flush(30) == 0
             time.sleep(0.05)
@@ -264,7 +269,7 @@ def confluent_member(bootstrap: str, group: str, topic: str, mode: str, policy: 
                 continue
             value = (m.value() or b"").decode(errors="replace")
             _emit({"event": "record", "partition": m.partition(), "offset": m.offset(), "value": value,
-                   "delivery_count": m.delivery_count()})
+                   "delivery_count": m.delivery_count(), "t": time.time()})
             first = (m.partition(), m.offset()) not in seen
             seen.add((m.partition(), m.offset()))
             if not explicit or policy == "hold":
@@ -272,7 +277,7 @@ def confluent_member(bootstrap: str, group: str, topic: str, mode: str, policy: 
             kind = AcknowledgeType.ACCEPT
             if policy == "by-value" and value.startswith("reject"):
                 kind = AcknowledgeType.REJECT
-            elif policy == "by-value" and value.startswith("release") and first:
+            elif policy == "by-value" and (value.startswith("again") or value.startswith("release") and first):
                 kind = AcknowledgeType.RELEASE
             consumer.acknowledge(m, kind)
         if not messages or not explicit:

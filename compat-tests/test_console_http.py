@@ -8,7 +8,6 @@ the real broker."""
 
 from __future__ import annotations
 
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -16,6 +15,7 @@ import urllib.request
 import pytest
 
 import consolekit
+from conftest import settled
 from kbroker.admin.client import AdminClient, KafkaErrorResponse
 from kbroker.admin.partition_reader import fetch_records
 
@@ -42,15 +42,6 @@ def share_member(kbroker):
     consumer = consolekit.share_member(kbroker.bootstrap, QUEUE, SHARE_GROUP, JOBS, client_id="console-share")
     yield consumer
     consumer.close()
-
-
-def wait_for(what, until, timeout_s: float = 30.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = what()
-        if until(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(0.5)
 
 
 def row_of(body: str, marker: str) -> str:
@@ -171,7 +162,7 @@ def test_a_share_group_in_the_list_and_on_its_page(console, kbroker, share_membe
     def acknowledged(body: str) -> bool:
         return all(f'class="num start">{JOBS}<' in row_of(body, f'data-tp="{QUEUE}-{p}"') for p in (0, 1))
 
-    _, body = wait_for(lambda: get(console, f"/_live/share-groups/{SHARE_GROUP}"), lambda r: acknowledged(r[1]))
+    _, body = settled(lambda: get(console, f"/_live/share-groups/{SHARE_GROUP}"), lambda r: acknowledged(r[1]))
     assert 'id="group-type">share<' in body and 'id="state">Stable<' in body
     member = row_of(body, 'data-member="')
     assert 'class="client">console-share<' in member and 'class="num count">2<' in member
@@ -199,7 +190,7 @@ def test_share_group_start_offsets_reset_needs_confirmation(console, kbroker, sh
     status, body, _ = post(console, f"/share-groups/{SHARE_GROUP}", fields)
     assert status == 400 and "NON_EMPTY_GROUP" in body  # a member: refused, nothing planned
     share_member.close()
-    empty = wait_for(lambda: get(console, f"/_live/share-groups/{SHARE_GROUP}")[1], lambda b: 'id="state">Empty<' in b)
+    empty = settled(lambda: get(console, f"/_live/share-groups/{SHARE_GROUP}")[1], lambda b: 'id="state">Empty<' in b)
     assert 'id="state">Empty<' in empty and "No active members." in empty
     status, body, _ = post(console, f"/share-groups/{SHARE_GROUP}", fields)
     assert status == 200 and f'name="planned" value="{QUEUE}:0:0"' in body and f"{QUEUE}:1:0" in body

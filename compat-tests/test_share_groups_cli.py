@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import settled
+
 pytestmark = pytest.mark.timeout(180)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,15 +37,6 @@ def table(kbroker, *args: str) -> list[list[str]]:
     cp = share_groups(kbroker, *args)
     assert cp.returncode == 0, f"share-groups {' '.join(args)} failed: {cp.stderr}"
     return [line.split() for line in cp.stdout.splitlines() if line.strip()]
-
-
-def wait_for(what, until, timeout_s: float = 30.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = what()
-        if until(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(0.5)
 
 
 def poll(consumer, n: int, timeout_s: float) -> list[tuple[int, int]]:
@@ -91,7 +84,7 @@ def test_share_groups_cli(kt, kbroker, ck):
         assert members[1][3:] == ["cli-test", "2", f"{topic}:0,1"]
         state = table(kbroker, "--describe", "--group", group, "--state")
         assert state[0] == ["GROUP", "COORDINATOR", "(ID)", "STATE", "#MEMBERS"] and state[1][-2:] == ["Stable", "1"]
-        offsets = wait_for(lambda: table(kbroker, "--describe", "--group", group),
+        offsets = settled(lambda: table(kbroker, "--describe", "--group", group),
                            lambda t: [r[2:] for r in t[1:]] == [["0", "10", "0"], ["1", "10", "0"]])
         assert offsets[0] == ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"]
         assert offsets[1:] == [[group, topic, "0", "10", "0"], [group, topic, "1", "10", "0"]]
@@ -106,7 +99,7 @@ def test_share_groups_cli(kt, kbroker, ck):
     finally:
         consumer.close()
 
-    state = wait_for(lambda: table(kbroker, "--describe", "--group", group, "--state"), lambda t: t[1][-2:] == ["Empty", "0"])
+    state = settled(lambda: table(kbroker, "--describe", "--group", group, "--state"), lambda t: t[1][-2:] == ["Empty", "0"])
     assert state[1][-2:] == ["Empty", "0"]
     dry = share_groups(kbroker, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest")
     assert dry.returncode == 0 and "Dry run" in dry.stderr
@@ -122,7 +115,7 @@ def test_share_groups_cli(kt, kbroker, ck):
         poll(again, 1, 1)
     finally:
         again.close()
-    wait_for(lambda: table(kbroker, "--describe", "--group", group, "--state"), lambda t: t[1][-2] == "Empty")
+    settled(lambda: table(kbroker, "--describe", "--group", group, "--state"), lambda t: t[1][-2] == "Empty")
 
     deleted = table(kbroker, "--delete-offsets", "--group", group, "--topic", topic)
     assert deleted == [["TOPIC", "STATUS"], [topic, "Successful"]]

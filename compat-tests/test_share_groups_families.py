@@ -13,6 +13,11 @@ started with share groups on and a short record lock.
 - a member SIGKILLed holding records: another member gets them after the lock, delivery count 2;
 - `share.isolation.level=read_committed`: an aborted transaction's records are never delivered, a
   committed one's are, in order, and the markers are no records;
+- a record RELEASEd every time is delivered 5 times (the delivery count limit), then dead-lettered
+  with its count; kbroker's redelivery backoff holds a RELEASEd record back; by_duration starts a
+  group at the records of the last duration (CreateTime); a group on a filtered view gets only the
+  view's records;
+- Java only (librdkafka has no RENEW): RENEW keeps a slow record locked past the lock duration;
 - confluent-kafka only (the example is a confluent-kafka program): examples/work_queue.py, a worker
   pool with ACCEPT / RELEASE / REJECT and a dead-letter topic.
 
@@ -35,6 +40,8 @@ LOCK_S = LOCK_MS / 1000
 KBROKER_OVERRIDES = {"group.coordinator.rebalance.protocols": "classic,consumer,share",
                      "group.share.record.lock.duration.ms": str(LOCK_MS),
                      "group.share.heartbeat.interval.ms": "500"}
+DELIVERY_LIMIT = 5  # group.share.delivery.count.limit, Kafka's default
+BACKOFF_MS = 1500  # the backoff scenario's share.redelivery.backoff.ms
 SETTLE_S = 3.0  # the spread scenario: members join before anything is produced (a share group starts at `latest`)
 EARLIEST = {"share.auto.offset.reset": "earliest"}  # the other scenarios: no race with the first join
 
@@ -175,6 +182,98 @@ def test_read_committed_skips_aborted_transactions(kt, share):
     assert [d["value"] for d in member.deliveries] == ["c1", "c2", "c3"], member.deliveries
     assert all(d["delivery_count"] == 1 for d in member.deliveries)
     member.close_cleanly()
+
+
+def test_the_delivery_limit_archives_to_the_dead_letter_topic(kt, share):
+    """A record RELEASEd on every delivery is delivered group.share.delivery.count.limit (5) times,
+    then archived and dead-lettered with its delivery count and reason; the others are ACCEPTed."""
+    topic, group = _names(kt, share, "limit")
+    dlq = "dlq." + topic
+    sk.create_topic(share.bootstrap, topic, 1)
+    sk.create_topic(share.bootstrap, dlq, 1, {"errors.deadletterqueue.group.enable": "true"})
+    sk.set_group_config(share.bootstrap, group, {**EARLIEST, "errors.deadletterqueue.topic.name": dlq})
+    member = share.spawn(group, topic, "explicit", "by-value")
+    sk.produce(share.bootstrap, topic, ["again-0", "ok-1"])
+    sk.wait_for(lambda: len(member.deliveries) >= DELIVERY_LIMIT + 1, 60, "the five deliveries of again-0", [member])
+    sk.watch([member], LOCK_S + 2)  # no sixth delivery: archived at the limit
+    assert _by_offset(member.deliveries) == {0: list(range(1, DELIVERY_LIMIT + 1)), 1: [1]}, member.deliveries
+    member.close_cleanly()
+    (letter,) = _read_all(share.bootstrap, dlq, 1)
+    headers = {k: v.decode() for k, v in letter.headers()}
+    assert letter.value() == b"again-0"
+    assert (headers["__dlq.errors.offset"], headers["__dlq.errors.delivery.count"]) == ("0", str(DELIVERY_LIMIT)), headers
+    assert headers["__dlq.errors.reason"] != "rejected" and headers["__dlq.errors.group.id"] == group, headers
+    assert len(_read_all(share.bootstrap, dlq, 2, timeout_s=2)) == 1  # dead-lettered once
+
+
+def test_redelivery_waits_out_the_groups_backoff(kt, share):
+    """kbroker's share.redelivery.backoff.ms: a RELEASEd record comes back no sooner than the backoff."""
+    topic, group = _names(kt, share, "backoff")
+    sk.create_topic(share.bootstrap, topic, 1)
+    sk.set_group_config(share.bootstrap, group, {**EARLIEST, "share.redelivery.backoff.ms": str(BACKOFF_MS)})
+    member = share.spawn(group, topic, "explicit", "by-value")
+    sk.produce(share.bootstrap, topic, ["release-0"])
+    sk.wait_for(lambda: len(member.deliveries) >= 2, 30, "release-0 delivered twice", [member])
+    first, second = member.deliveries[:2]
+    assert (first["delivery_count"], second["delivery_count"]) == (1, 2), member.deliveries
+    waited = second["t"] - first["t"]
+    assert BACKOFF_MS / 1000 - 0.2 <= waited < LOCK_S, f"redelivered after {waited:.2f} s"
+    member.close_cleanly()
+
+
+def test_by_duration_starts_at_the_records_of_the_last_duration(kt, share):
+    """share.auto.offset.reset=by_duration:PT30S: a new share group starts at the first record not
+    older than 30 s (CreateTime), so the older ones are never delivered."""
+    topic, group = _names(kt, share, "duration")
+    sk.create_topic(share.bootstrap, topic, 1)
+    sk.produce(share.bootstrap, topic, ["old-0", "old-1"], timestamp_ms=int(time.time() * 1000) - 120_000)
+    sk.produce(share.bootstrap, topic, ["new-2", "new-3"])
+    sk.set_group_config(share.bootstrap, group, {"share.auto.offset.reset": "by_duration:PT30S"})
+    member = share.spawn(group, topic)
+    sk.wait_for(lambda: len(member.deliveries) >= 2, 30, "the two new records", [member])
+    sk.watch([member], 2)
+    assert [(d["offset"], d["value"]) for d in member.deliveries] == [(2, "new-2"), (3, "new-3")], member.deliveries
+    member.close_cleanly()
+
+
+def test_a_share_group_on_a_view_gets_only_the_views_records(kt, share):
+    """A work queue of only the tagged records: the group subscribes to a filtered view
+    (view.source / view.filter) and gets exactly the records the view lets through."""
+    topic, group = _names(kt, share, "viewsrc")
+    view = topic + "-eu"
+    sk.create_topic(share.bootstrap, topic, 1)
+    sk.create_topic(share.bootstrap, view, 1, {"view.source": topic, "view.filter": "any(eu)"})
+    sk.set_group_config(share.bootstrap, group, EARLIEST)
+    for i, tags in enumerate(["eu", "us", "eu,vip", "us", "eu"]):
+        sk.produce(share.bootstrap, topic, [f"r{i}-{tags}"], headers=[("tags", tags.encode())])
+    member = share.spawn(group, view)
+    sk.wait_for(lambda: len(member.deliveries) >= 3, 30, "the view's three records", [member])
+    sk.watch([member], LOCK_S + 2)  # nothing else, and nothing again (the gaps were acknowledged)
+    assert [(d["offset"], d["value"]) for d in member.deliveries] == [(0, "r0-eu"), (2, "r2-eu,vip"), (4, "r4-eu")]
+    member.close_cleanly()
+
+
+@pytest.mark.parametrize("share", [pytest.param(f, id=f.name) for f in sk.FAMILIES if f.name == "java43"],
+                         indirect=True)
+def test_renew_keeps_a_slow_record_locked_java_only(kt, share):
+    """Java only (librdkafka 2.16 has no RENEW): a member RENEWs a "slow" record for 6 s, longer than
+    the 4 s lock, then ACCEPTs it; the other member never gets it and it is never delivered again."""
+    topic, group = _names(kt, share, "renew")
+    sk.create_topic(share.bootstrap, topic, 1)
+    sk.set_group_config(share.bootstrap, group, EARLIEST)
+    slow = share.spawn(group, topic, "explicit", "by-value")
+    sk.produce(share.bootstrap, topic, ["slow-0"])
+    sk.wait_for(lambda: slow.deliveries, 30, "the slow record", [slow])
+    other = share.spawn(group, topic, "explicit", "by-value")
+    sk.wait_for(lambda: other.ready, 60, "the other member to subscribe", [slow, other])
+    sk.watch([slow, other], LOCK_S + 4)  # past the lock: renewed, so it stays with the first member
+    assert other.deliveries == [], other.deliveries
+    assert {d["offset"] for d in slow.deliveries} == {0} and len(slow.deliveries) >= 2, slow.deliveries
+    assert all(d["delivery_count"] == 1 for d in slow.deliveries), slow.deliveries  # never given back
+    slow.close_cleanly()
+    sk.watch([other], LOCK_S + 1)  # accepted at the end: nobody gets it
+    assert other.deliveries == [], other.deliveries
+    other.close_cleanly()
 
 
 def _read_all(bootstrap: str, topic: str, n: int, timeout_s: float = 30) -> list:

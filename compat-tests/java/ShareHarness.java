@@ -7,11 +7,13 @@
 //
 //   share-consumer <bootstrap> <group> <topic> <implicit|explicit> [accept|by-value|hold]
 //       subscribe, print {"event":"ready"}, then poll (100 ms) until SIGTERM, printing
-//       {"event":"record","partition":p,"offset":o,"value":"...","delivery_count":n} per record.
+//       {"event":"record","partition":p,"offset":o,"value":"...","delivery_count":n,"t":seconds} per record.
 //       explicit: acknowledge each record per the policy, then commitSync() once per poll
 //         accept (default)  ACCEPT every record
 //         by-value          by the record's value: "release..." RELEASE the first time this process
-//                           sees it, ACCEPT after; "reject..." REJECT; anything else ACCEPT
+//                           sees it, ACCEPT after; "again..." RELEASE every time; "reject..." REJECT;
+//                           "slow..." RENEW for RENEW_FOR_MS from its first delivery (the 4.x consumer
+//                           hands a renewed record back on the next poll), then ACCEPT; anything else ACCEPT
 //         hold              never acknowledge: poll until records come, then keep them (no further
 //                           poll: in explicit mode the consumer refuses to poll with unacknowledged
 //                           records) until the process ends
@@ -75,6 +77,8 @@ public class ShareHarness {
         return sb.append('"').toString();
     }
 
+    static final long RENEW_FOR_MS = 6000;  // "slow..." records: RENEWed this long, then ACCEPTed
+
     static void shareConsumer(String bootstrap, String group, String topic, String mode, String policy) {
         if (!mode.equals("implicit") && !mode.equals("explicit"))
             throw new IllegalArgumentException("mode must be implicit or explicit, got " + mode);
@@ -108,6 +112,7 @@ public class ShareHarness {
         consumer.subscribe(Collections.singletonList(topic));
         emit("{\"event\":\"ready\"}");
         Set<String> seen = new HashSet<>();  // "partition:offset" of every record this process got
+        Map<String, Long> firstSeen = new java.util.HashMap<>();  // when a "slow..." record first came
         boolean holding = false;
         try {
             while (!stop.get()) {
@@ -119,13 +124,19 @@ public class ShareHarness {
                 for (ConsumerRecord<byte[], byte[]> r : records) {
                     emit("{\"event\":\"record\",\"partition\":" + r.partition() + ",\"offset\":" + r.offset()
                             + ",\"value\":" + jsonString(r.value() == null ? "" : new String(r.value(), StandardCharsets.UTF_8))
-                            + ",\"delivery_count\":" + r.deliveryCount().map(Short::intValue).orElse(-1) + "}");
+                            + ",\"delivery_count\":" + r.deliveryCount().map(Short::intValue).orElse(-1)
+                            + ",\"t\":" + (System.currentTimeMillis() / 1000.0) + "}");
                     boolean first = seen.add(r.partition() + ":" + r.offset());
                     if (!explicit || policy.equals("hold")) continue;
                     String value = r.value() == null ? "" : new String(r.value(), StandardCharsets.UTF_8);
                     AcknowledgeType type = AcknowledgeType.ACCEPT;
                     if (policy.equals("by-value") && value.startsWith("reject")) type = AcknowledgeType.REJECT;
-                    if (policy.equals("by-value") && value.startsWith("release") && first) type = AcknowledgeType.RELEASE;
+                    if (policy.equals("by-value") && (value.startsWith("again") || value.startsWith("release") && first))
+                        type = AcknowledgeType.RELEASE;
+                    if (policy.equals("by-value") && value.startsWith("slow")) {  // keep it locked a while
+                        long since = firstSeen.computeIfAbsent(r.partition() + ":" + r.offset(), k -> System.currentTimeMillis());
+                        if (System.currentTimeMillis() - since < RENEW_FOR_MS) type = AcknowledgeType.RENEW;
+                    }
                     consumer.acknowledge(r, type);
                 }
                 if (records.isEmpty() || !explicit) continue;

@@ -28,7 +28,8 @@ SHARE_ISOLATION_LEVEL = "share.isolation.level"
 DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"  # Kafka 4.4 (KIP-1191): a share group's dead letters
 SHARE_REDELIVERY_BACKOFF_MS = "share.redelivery.backoff.ms"  # kbroker's own
 SHARE_REDELIVERY_BACKOFF_MAX_MS = "share.redelivery.backoff.max.ms"  # kbroker's own
-_DURATION = re.compile(r"by_duration:P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
+# Java's Duration.parse takes the letters in either case (the share manager reads the value lower-cased)
+_DURATION = re.compile(r"by_duration:P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?", re.IGNORECASE)
 
 
 def reset_duration_ms(value: str) -> int | None:

@@ -113,3 +113,11 @@ def test_a_dead_letter_topic_must_have_the_prefix():
         == "dlq.orders"
     assert refused({"errors.deadletterqueue.topic.name": "orders"}) == \
         "errors.deadletterqueue.topic.name orders does not begin with 'dlq.' (errors.deadletterqueue.topic.name.prefix)"
+
+
+def test_by_duration_letters_in_either_case_as_java_parses_them():
+    from kbroker.group.dynamic_configs import reset_duration_ms
+
+    assert reset_duration_ms("by_duration:PT30S") == reset_duration_ms("by_duration:pt30s") == 30_000
+    assert reset_duration_ms("by_duration:p1dt1h") == 25 * 3600 * 1000
+    assert reset_duration_ms("by_duration:pt") is None
