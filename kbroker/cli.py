@@ -9,24 +9,28 @@ import logging
 import sys
 from pathlib import Path
 
-import trio
+import importlib
 
-from kbroker.admin.acls import add_acls_command, run_acls
-from kbroker.admin.configs_cmd import add_configs_command, run_configs
-from kbroker.admin.connection import AdminError
-from kbroker.admin.delayed import add_delayed_command, run_delayed
-from kbroker.admin.groups import add_groups_command, run_groups
-from kbroker.admin.share_groups import add_share_groups_command, run_share_groups
-from kbroker.admin.quotas import add_quotas_command, run_quotas
-from kbroker.admin.cluster_cmd import add_cluster_command, run_cluster
-from kbroker.admin.reassign import add_reassign_command, run_reassign
-from kbroker.admin.topics import add_topics_command, run_topics
-from kbroker.admin.transactions import add_transactions_command, run_transactions
-from kbroker.admin.users import add_users_command, run_users
-from kbroker.config import BrokerConfig
-from kbroker.console.command import add_console_command, run_console
-from kbroker.dev_cluster import add_dev_cluster_command, run_dev_cluster
 from kbroker.errors import InvalidConfigError, StartupError
+
+# command -> (module, the function adding its parser, the function running it); a command line
+# imports only its own command's module (each pulls in the admin client, kio, ...: a script calling
+# `kbroker share-groups` pays for that one, not for all of them)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "groups": ("kbroker.admin.groups", "add_groups_command", "run_groups"),
+    "share-groups": ("kbroker.admin.share_groups", "add_share_groups_command", "run_share_groups"),
+    "topics": ("kbroker.admin.topics", "add_topics_command", "run_topics"),
+    "configs": ("kbroker.admin.configs_cmd", "add_configs_command", "run_configs"),
+    "reassign": ("kbroker.admin.reassign", "add_reassign_command", "run_reassign"),
+    "cluster": ("kbroker.admin.cluster_cmd", "add_cluster_command", "run_cluster"),
+    "transactions": ("kbroker.admin.transactions", "add_transactions_command", "run_transactions"),
+    "delayed": ("kbroker.admin.delayed", "add_delayed_command", "run_delayed"),
+    "users": ("kbroker.admin.users", "add_users_command", "run_users"),
+    "acls": ("kbroker.admin.acls", "add_acls_command", "run_acls"),
+    "quotas": ("kbroker.admin.quotas", "add_quotas_command", "run_quotas"),
+    "dev-cluster": ("kbroker.dev_cluster", "add_dev_cluster_command", "run_dev_cluster"),
+    "console": ("kbroker.console.command", "add_console_command", "run_console"),
+}
 
 
 def _raise_open_files_limit() -> None:
@@ -54,54 +58,25 @@ def main(argv: list[str] | None = None) -> int:
                            help="development only: serve the listener as SASL_SSL with a throwaway CA and "
                                 "certificate, SCRAM-SHA-512 and PLAIN, and an admin user (in <data>/dev-security/, "
                                 "with the client.properties to use)")
-    add_groups_command(sub)
-    add_share_groups_command(sub)
-    add_topics_command(sub)
-    add_configs_command(sub)
-    add_reassign_command(sub)
-    add_cluster_command(sub)
-    add_transactions_command(sub)
-    add_delayed_command(sub)
-    add_users_command(sub)
-    add_acls_command(sub)
-    add_quotas_command(sub)
-    add_dev_cluster_command(sub)
-    add_console_command(sub)
+    words = sys.argv[1:] if argv is None else list(argv)
+    chosen = [w for w in words[:1] if w in COMMANDS]  # `kbroker <command> ...`: that one only
+    modules = {}
+    for name in chosen or COMMANDS:  # no command, `serve`, --help: every one (the usage lists them)
+        module_name, add, _run = COMMANDS[name]
+        modules[name] = importlib.import_module(module_name)
+        getattr(modules[name], add)(sub)
     args = parser.parse_args(argv)
     if getattr(args, "command_config", None):  # every client command: read once, before it runs
         from kbroker.admin.command_config import apply_command_config
+        from kbroker.admin.connection import AdminError
 
         try:
             apply_command_config(args)
         except AdminError as exc:
             print(f"kbroker {args.command}: {exc}", file=sys.stderr)
             return 1
-    if args.command == "groups":
-        return run_groups(args)
-    if args.command == "share-groups":
-        return run_share_groups(args)
-    if args.command == "topics":
-        return run_topics(args)
-    if args.command == "configs":
-        return run_configs(args)
-    if args.command == "reassign":
-        return run_reassign(args)
-    if args.command == "cluster":
-        return run_cluster(args)
-    if args.command == "transactions":
-        return run_transactions(args)
-    if args.command == "delayed":
-        return run_delayed(args)
-    if args.command == "users":
-        return run_users(args)
-    if args.command == "acls":
-        return run_acls(args)
-    if args.command == "quotas":
-        return run_quotas(args)
-    if args.command == "dev-cluster":
-        return run_dev_cluster(args)
-    if args.command == "console":
-        return run_console(args)
+    if args.command in COMMANDS:
+        return getattr(modules[args.command], COMMANDS[args.command][2])(args)
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -116,6 +91,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    import trio
+
+    from kbroker.config import BrokerConfig
+
     try:
         config = BrokerConfig.from_sources(args.config, args.override)
     except OSError as exc:

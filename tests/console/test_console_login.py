@@ -153,11 +153,12 @@ def test_login_command_config_needs_no_credentials(tmp_path, monkeypatch, capsys
     """--login's sessions bring their own username and password: the command config may leave out
     sasl.jaas.config; the console without --login, and every other command, still refuse that."""
     from kbroker import cli
+    from kbroker.console import command
 
     config = tmp_path / "login.properties"
     config.write_text("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n")
     ran = []
-    monkeypatch.setattr(cli, "run_console", lambda args: ran.append(args.client_security) or 0)
+    monkeypatch.setattr(command, "run_console", lambda args: ran.append(args.client_security) or 0)
     assert cli.main(["console", "--login", "--command-config", str(config)]) == 0
     assert ran == [ClientSecurity("SASL_PLAINTEXT", None, "SCRAM-SHA-512", {})]
     from kbroker.console.command import login_problem
