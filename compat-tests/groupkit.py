@@ -313,6 +313,9 @@ def end_offsets(positions: Iterable[tuple[int, int]]) -> dict[int, int]:
     return ends
 
 
+REPORT_SKEW_S = 0.25
+
+
 def check_single_owner(members: Iterable[Member], killed: dict[str, float] | None = None) -> None:
     """From every member's assignment reports (each stamped with the wall time `t` its callback
     ran): at no moment did two members hold the same partition. A SIGKILLed member held its last
@@ -325,7 +328,11 @@ def check_single_owner(members: Iterable[Member], killed: dict[str, float] | Non
             intervals += [(report["t"], end, p, m.name) for p in report["partitions"]]
     for a in intervals:
         for b in intervals:
-            if a[2] == b[2] and a[3] != b[3] and a[0] < b[1] and b[0] < a[1]:
+            # one rebalance's answers reach its members a few ms apart, and a member that gave a
+            # partition up before joining (eager protocols) reports that only with its next
+            # assignment: an overlap shorter than REPORT_SKEW_S is one rebalance, not two owners
+            # (which would last until the next rebalance, seconds)
+            if a[2] == b[2] and a[3] != b[3] and min(a[1], b[1]) - max(a[0], b[0]) > REPORT_SKEW_S:
                 raise AssertionError(f"partition {a[2]} owned by {a[3]} and {b[3]} at once: {a} {b}")
 
 
