@@ -790,19 +790,7 @@ def _compare_object(ctx: _Ctx, o: _Node, u: _Node) -> None:
 
     _compare_dependencies(ctx, o, u)
 
-    opermits, oadd = _open_model(o)
-    upermits, uadd = _open_model(u)
-    if not opermits and upermits:
-        ctx.add("ADDITIONAL_PROPERTIES_ADDED", "additionalProperties")
-    elif opermits and not upermits:
-        ctx.add("ADDITIONAL_PROPERTIES_REMOVED", "additionalProperties")
-    elif opermits:
-        if oadd is None and uadd is not None:
-            ctx.add("ADDITIONAL_PROPERTIES_NARROWED", "additionalProperties")
-        elif oadd is not None and uadd is None:
-            ctx.add("ADDITIONAL_PROPERTIES_EXTENDED", "additionalProperties")
-        elif oadd is not None:
-            _compare(ctx.at("additionalProperties"), o.child(oadd), u.child(uadd))
+    _compare_additional(ctx, o, u, _open_model(o), _open_model(u), "PROPERTIES", "additionalProperties")
 
     _limit(ctx, "maxProperties", _num(o.raw, "maxProperties"), _num(u.raw, "maxProperties"))
     _limit(ctx, "minProperties", _num(o.raw, "minProperties"), _num(u.raw, "minProperties"))
@@ -886,17 +874,7 @@ def _compare_array(ctx: _Ctx, o: _Node, u: _Node) -> None:
     upermits, uadd = _additional_model(u)
     both_2020_single = (o.draft == _DRAFT2020 and otuple is None) and (u.draft == _DRAFT2020 and utuple is None)
     if not both_2020_single:
-        if not opermits and upermits:
-            ctx.add("ADDITIONAL_ITEMS_ADDED", "additionalItems")
-        elif opermits and not upermits:
-            ctx.add("ADDITIONAL_ITEMS_REMOVED", "additionalItems")
-        elif opermits:
-            if oadd is None and uadd is not None:
-                ctx.add("ADDITIONAL_ITEMS_NARROWED", "additionalItems")
-            elif oadd is not None and uadd is None:
-                ctx.add("ADDITIONAL_ITEMS_EXTENDED", "additionalItems")
-            elif oadd is not None:
-                _compare(ctx.at("additionalItems"), o.child(oadd), u.child(uadd))
+        _compare_additional(ctx, o, u, (opermits, oadd), (upermits, uadd), "ITEMS", "additionalItems")
     elif oall is False or uall is False:
         # 2020-12 "items": false/true without prefixItems: the additional-items rules.
         if oall is not False and uall is False:
@@ -977,3 +955,20 @@ def check(level: str, new: JsonSchema, previous: list[JsonSchema]) -> list[str]:
         if forward:
             out.extend(compatibility(old, new))  # old schemas read new data
     return out
+
+
+def _compare_additional(ctx, o, u, old: tuple, new: tuple, kind: str, keyword: str) -> None:
+    """additionalProperties / additionalItems: (whether more are permitted, the schema they must
+    match or None for any) of the original and the update, as Confluent's ADDITIONAL_<kind>_* changes."""
+    (opermits, oadd), (upermits, uadd) = old, new
+    if not opermits and upermits:
+        ctx.add(f"ADDITIONAL_{kind}_ADDED", keyword)
+    elif opermits and not upermits:
+        ctx.add(f"ADDITIONAL_{kind}_REMOVED", keyword)
+    elif opermits:
+        if oadd is None and uadd is not None:
+            ctx.add(f"ADDITIONAL_{kind}_NARROWED", keyword)
+        elif oadd is not None and uadd is None:
+            ctx.add(f"ADDITIONAL_{kind}_EXTENDED", keyword)
+        elif oadd is not None:
+            _compare(ctx.at(keyword), o.child(oadd), u.child(uadd))

@@ -67,22 +67,7 @@ SCALARS = frozenset(
         "bytes",
     ]
 )
-MAP_KEY_TYPES = frozenset(
-    [
-        "int32",
-        "int64",
-        "uint32",
-        "uint64",
-        "sint32",
-        "sint64",
-        "fixed32",
-        "fixed64",
-        "sfixed32",
-        "sfixed64",
-        "bool",
-        "string",
-    ]
-)
+MAP_KEY_TYPES = SCALARS - {"double", "float", "bytes"}  # protoc: integral types and string
 MAX_FIELD_NUMBER = 536_870_911  # 2**29 - 1
 FIRST_RESERVED_BY_PROTOBUF, LAST_RESERVED_BY_PROTOBUF = 19_000, 19_999
 MAX_ENUM_NUMBER = 2**31 - 1
