@@ -120,13 +120,20 @@ def parse_states(values: Iterable[str] | None) -> list[str] | None:
     """Kafka's state names from user input (case-insensitive, comma-separated allowed)."""
     if values is None:
         return None
-    by_lower = {s.lower(): s for s in STATES}
+    return states_named(values, STATES, lambda _value, name: f"unknown group state {name!r}; known states: "
+                        f"{', '.join(STATES)}")
+
+
+def states_named(values: Iterable[str], known: Sequence[str], refusal) -> list[str]:
+    """The states of `known` named in `values` (case-insensitive, comma-separated), sorted, once
+    each; AdminError(refusal(value, name)) for a name that is none of them."""
+    by_lower = {s.lower(): s for s in known}
     out = []
     for value in values:
         for name in filter(None, (v.strip() for v in value.split(","))):
             state = by_lower.get(name.lower())
             if state is None:
-                raise AdminError(f"unknown group state {name!r}; known states: {', '.join(STATES)}")
+                raise AdminError(refusal(value, name))
             out.append(state)
     return sorted(set(out))
 

@@ -40,7 +40,7 @@ from kbroker.admin.client import (
     ShareOffset,
     TopicAssignment,
 )
-from kbroker.admin.groups import format_table, reset_spec
+from kbroker.admin.groups import format_table, reset_spec, states_named
 from kbroker.admin.reset import (
     PlanError,
     PlannedOffset,
@@ -192,14 +192,8 @@ def state_row(desc: ShareGroupDescription, verbose: bool = False) -> tuple:
 # -- commands ----------------------------------------------------------------------------------------
 
 def parse_states(value: str) -> list[str]:
-    by_lower = {s.lower(): s for s in SHARE_STATES}
-    out = []
-    for name in filter(None, (v.strip() for v in value.split(","))):
-        state = by_lower.get(name.lower())
-        if state is None:
-            raise AdminError(f"Invalid state list '{value}'. Valid states are: {', '.join(SHARE_STATES)}")
-        out.append(state)
-    return sorted(set(out))
+    return states_named([value], SHARE_STATES, lambda value, _name: f"Invalid state list '{value}'. Valid states "
+                        f"are: {', '.join(SHARE_STATES)}")
 
 
 def _list(client: AdminClient, args: argparse.Namespace) -> int:
