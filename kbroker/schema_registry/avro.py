@@ -38,6 +38,7 @@ from typing import Any
 from fastavro.schema import UnknownType, parse_schema, to_parsing_canonical_form
 
 from kbroker.schema_registry.errors import InvalidSchema
+from kbroker.schema_registry.levels import LEVELS, against
 
 __all__ = [
     "LEVELS",
@@ -53,15 +54,6 @@ __all__ = [
 PRIMITIVES = frozenset(("null", "boolean", "int", "long", "float", "double", "bytes", "string"))
 NAMED = frozenset(("record", "error", "enum", "fixed"))
 
-LEVELS = (
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-    "NONE",
-)
 
 # Deeper schemas are refused, so that every operation on a parsed schema (forms, compatibility)
 # stays within Python's recursion limit. Real schemas nest a few levels; Confluent has no such limit.
@@ -642,18 +634,12 @@ def check(level: str, new: AvroSchema, previous: list[AvroSchema]) -> list[str]:
     `level`. The messages of the first (newest) previous schema that fails, as Confluent's
     SchemaValidatorBuilder makes them, without the "{oldSchemaVersion: ..}"/"{oldSchema: ..}"
     lines it appends (the caller knows the versions). Raises ValueError for an unknown level."""
-    level = level.upper()
-    if level not in LEVELS:
-        raise ValueError(f"unknown compatibility level {level!r}")
-    if level == "NONE" or not previous:
-        return []
-    existing = list(reversed(previous)) if level.endswith("_TRANSITIVE") else [previous[-1]]
-    direction = level.removesuffix("_TRANSITIVE")
+    existing, forward, backward = against(level, previous)
     for old in existing:
         messages: list[str] = []
-        if direction in ("FORWARD", "FULL"):
+        if forward:
             messages += compatibility(old, new, names=("old", "new"))
-        if direction in ("BACKWARD", "FULL"):
+        if backward:
             messages += compatibility(new, old, names=("new", "old"))
         if messages:
             return messages

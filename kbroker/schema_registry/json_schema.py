@@ -32,6 +32,7 @@ import referencing.exceptions
 import referencing.jsonschema
 
 from kbroker.schema_registry.errors import InvalidSchema
+from kbroker.schema_registry.levels import LEVELS, against
 
 __all__ = [
     "COMPATIBLE_CHANGES",
@@ -934,22 +935,14 @@ _COMPARE = {
 
 # --- compatibility levels ---------------------------------------------------------------------
 
-LEVELS = ("BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL", "FULL_TRANSITIVE", "NONE")
 
 
 def check(level: str, new: JsonSchema, previous: list[JsonSchema]) -> list[str]:
     """The incompatibilities of ``new`` with ``previous`` (oldest first) under a compatibility
     level; [] when compatible.  Non-transitive levels look at the latest previous schema only."""
-    level = level.upper()
-    if level not in LEVELS:
-        raise ValueError(f"unknown compatibility level {level!r}")
-    if level == "NONE" or not previous:
-        return []
-    against = previous if level.endswith("_TRANSITIVE") else previous[-1:]
-    backward = level.startswith(("BACKWARD", "FULL"))
-    forward = level.startswith(("FORWARD", "FULL"))
+    olds, forward, backward = against(level, previous)
     out: list[str] = []
-    for old in reversed(against):  # newest first, as Confluent reports
+    for old in olds:  # newest first, as Confluent reports
         if backward:
             out.extend(compatibility(new, old))  # the new schema reads old data
         if forward:

@@ -37,9 +37,11 @@ from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
 from kbroker.schema_registry.errors import InvalidSchema
+from kbroker.schema_registry.levels import LEVELS, against
 
 __all__ = [
     "COMPATIBLE_CHANGES",
+    "LEVELS",
     "Difference",
     "ProtobufSchema",
     "check",
@@ -1138,15 +1140,6 @@ def _reserved_reuse(new: ProtobufSchema, old: ProtobufSchema) -> list[str]:
     return out
 
 
-LEVELS = (
-    "NONE",
-    "BACKWARD",
-    "BACKWARD_TRANSITIVE",
-    "FORWARD",
-    "FORWARD_TRANSITIVE",
-    "FULL",
-    "FULL_TRANSITIVE",
-)
 
 
 def check(level: str, new: ProtobufSchema, previous: list[ProtobufSchema]) -> list[str]:
@@ -1156,20 +1149,12 @@ def check(level: str, new: ProtobufSchema, previous: list[ProtobufSchema]) -> li
     schema only; transitive ones go from the newest to the oldest and stop at the first that
     fails.  Messages word the schemas "new" and "old" as Confluent's do.
     """
-    level = level.upper()
-    if level not in LEVELS:
-        raise ValueError(f"unknown compatibility level {level!r}")
-    if level == "NONE" or not previous:
-        return []
-    olds = list(reversed(previous))
-    if not level.endswith("_TRANSITIVE"):
-        olds = olds[:1]
-    base = level.removesuffix("_TRANSITIVE")
+    olds, forward, backward = against(level, previous)
     for old in olds:
         errors: list[str] = []
-        if base in ("FORWARD", "FULL"):
+        if forward:
             errors += _messages(old, new, "old", "new")
-        if base in ("BACKWARD", "FULL"):
+        if backward:
             errors += _messages(new, old, "new", "old")
         errors += _reserved_reuse(new, old)
         if errors:

@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kbroker.schema_registry.errors import InvalidSchema
+from kbroker.schema_registry.levels import LEVELS
 from kbroker.schema_registry.records import (
     AVRO,
     MAX_INT32,
@@ -116,8 +117,7 @@ INVALID_MODE = 42204
 OPERATION_NOT_PERMITTED = 42205
 REFERENCE_EXISTS = 42206
 
-COMPATIBILITY_LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE",
-                        "FULL", "FULL_TRANSITIVE")
+COMPATIBILITY_LEVELS = LEVELS  # Confluent's seven
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 DEFAULT_COMPATIBILITY = "BACKWARD"
 DEFAULT_MODE = "READWRITE"
