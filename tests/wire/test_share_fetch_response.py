@@ -2,24 +2,17 @@
 kept as chunks (sent with sendfile) with the same bytes as records given inline."""
 
 import uuid
-from dataclasses import dataclass
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kip951 import endpoints, leaders
+from test_fetch_response import (
+    Range,  # a file range stand-in, as the Fetch encoder's tests use
+)
 
 from kbroker.wire.fetch_response import RecordBytes
 from kbroker.wire.protocol import RequestHeader, build_response, encode_response
 from kbroker.wire.share_fetch_response import encode_response as encode_share_fetch
-
-
-@dataclass(frozen=True)
-class Range:
-    data: bytes
-
-    @property
-    def size(self) -> int:
-        return len(self.data)
-
 
 texts = st.one_of(st.none(), st.text(max_size=20))
 acquired = st.lists(st.fixed_dictionaries({"first_offset": st.integers(0, 2**62), "last_offset": st.integers(0, 2**62),
