@@ -35,13 +35,15 @@ def require_zookeeper() -> None:
 
 
 def start_cluster(base: Path, size: int = 3, overrides: dict[str, str] | None = None,
-                  log_dirs_per_broker: int = 1) -> LocalCluster:
+                  log_dirs_per_broker: int = 1, broker_overrides: dict[int, dict[str, str]] | None = None,
+                  ) -> LocalCluster:
     require_zookeeper()
     settings = {"zookeeper.session.timeout.ms": str(SESSION_MS), "replica.lag.time.max.ms": "6000",
                 "controlled.shutdown.retry.backoff.ms": "500", "group.initial.rebalance.delay.ms": "0",
                 "offsets.topic.num.partitions": "6", "num.partitions": "3"}
     settings.update(overrides or {})
-    cluster = LocalCluster(base, size, overrides=settings, log_dirs_per_broker=log_dirs_per_broker).start()
+    cluster = LocalCluster(base, size, overrides=settings, log_dirs_per_broker=log_dirs_per_broker,
+                           broker_overrides=dict(broker_overrides or {})).start()
     LIVE_CLUSTERS.append(cluster)
 
     def everyone_knows_everyone() -> bool:

@@ -294,7 +294,7 @@ class Broker:
         if self.metadata.topic(OFFSETS_TOPIC) is not None:  # every group request asks: answered first
             return
         c = self.config
-        await self._ensure_internal_topic(
+        await self.ensure_internal_topic(
             OFFSETS_TOPIC, c.get("offsets.topic.num.partitions"), c.get("offsets.topic.replication.factor"),
             "offsets.topic.replication.factor",
             {"cleanup.policy": "compact", "segment.bytes": str(c.get("offsets.topic.segment.bytes")),
@@ -304,7 +304,7 @@ class Broker:
         """`__transaction_state` likewise, on the first FindCoordinator for a transactional id."""
         c = self.config
         factor = c.get("transaction.state.log.replication.factor")
-        await self._ensure_internal_topic(
+        await self.ensure_internal_topic(
             TRANSACTION_STATE_TOPIC, c.get("transaction.state.log.num.partitions"), factor,
             "transaction.state.log.replication.factor",
             {"cleanup.policy": "compact", "segment.bytes": str(c.get("transaction.state.log.segment.bytes")),
@@ -314,7 +314,7 @@ class Broker:
     async def ensure_delayed_messages_topic(self) -> None:
         """`__delayed_messages` likewise, on the first delayed record."""
         c = self.config
-        await self._ensure_internal_topic(
+        await self.ensure_internal_topic(
             DELAYED_TOPIC, c.get("delayed.messages.topic.num.partitions"),
             c.get("delayed.messages.topic.replication.factor"), "delayed.messages.topic.replication.factor",
             {"cleanup.policy": "compact", "segment.bytes": str(c.get("delayed.messages.topic.segment.bytes")),
@@ -324,7 +324,7 @@ class Broker:
     async def ensure_share_state_topic(self) -> None:
         """`__share_group_state` (share groups' state, KIP-932) likewise, on the first share fetch."""
         c = self.config
-        await self._ensure_internal_topic(
+        await self.ensure_internal_topic(
             SHARE_STATE_TOPIC, c.get("share.coordinator.state.topic.num.partitions"),
             c.get("share.coordinator.state.topic.replication.factor"),
             "share.coordinator.state.topic.replication.factor",
@@ -332,7 +332,7 @@ class Broker:
              "compression.type": "producer", "unclean.leader.election.enable": "false",
              "min.insync.replicas": str(c.get("share.coordinator.state.topic.min.isr"))})
 
-    async def _ensure_internal_topic(self, name: str, partitions: int, factor: int, factor_key: str,
+    async def ensure_internal_topic(self, name: str, partitions: int, factor: int, factor_key: str,
                                      configs: dict[str, str]) -> None:
         """A cluster with fewer live brokers than the replication factor refuses
         (COORDINATOR_NOT_AVAILABLE) rather than create it under-replicated for good; the single

@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "users": ("kbroker.admin.users", "add_users_command", "run_users"),
     "acls": ("kbroker.admin.acls", "add_acls_command", "run_acls"),
     "quotas": ("kbroker.admin.quotas", "add_quotas_command", "run_quotas"),
+    "schemas": ("kbroker.admin.schemas_cmd", "add_schemas_command", "run_schemas"),
     "dev-cluster": ("kbroker.dev_cluster", "add_dev_cluster_command", "run_dev_cluster"),
     "console": ("kbroker.console.command", "add_console_command", "run_console"),
 }

@@ -246,6 +246,7 @@ class LocalCluster:
     broker_ports: dict[int, int] = field(default_factory=dict)  # broker id -> its port (unset: a free one)
     zookeeper_port: int = 0  # the ZooKeeper this starts (0: a free port)
     advertised_host: str | None = None  # the brokers' advertised.listeners host (None: 127.0.0.1)
+    broker_overrides: dict[int, dict[str, str]] = field(default_factory=dict)  # broker id -> its own keys
 
     @property
     def bootstrap(self) -> str:
@@ -272,7 +273,7 @@ class LocalCluster:
             connect = next(iter(self.brokers.values())).zookeeper_connect
         factor = str(min(3, self.size))
         overrides = {"offsets.topic.replication.factor": factor, "default.replication.factor": "1",
-                     **self.overrides}
+                     **self.overrides, **self.broker_overrides.get(broker_id, {})}
         broker = BrokerProcess(broker_id, self.base_dir / f"broker-{broker_id}", connect, overrides=overrides,
                                log_dir_count=self.log_dirs_per_broker, protocol=self.protocol,
                                config_file=self.config_file, ssl_context=self.ssl_context,

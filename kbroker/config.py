@@ -99,7 +99,7 @@ class BrokerConfig:
         start-up: the listeners parse; every broker value a topic config falls back to passes that
         topic config's validator (Kafka builds its default LogConfig from them); the resolved
         retention is -1 or at least 1 ms; a follower's fetch wait fits its timeouts."""
-        self.endpoints, self.advertised_endpoints, self.metrics_listener  # noqa: B018 - parsed for their errors
+        self.endpoints, self.advertised_endpoints, self.metrics_listener, self.schema_registry_listener  # noqa: B018 - parsed for their errors
         self.inter_broker_listener_name, self.control_plane_listener_name  # noqa: B018
         for topic_key, (definition, synonyms) in TOPIC_CONFIGS.items():
             value, broker_key = self.broker_value_for_topic_key(topic_key) if synonyms else (None, None)
@@ -232,6 +232,13 @@ class BrokerConfig:
         text = self.get("metrics.listener")
         return None if text is None or not text.strip() else parse_metrics_listener(text)
 
+    @property
+    def schema_registry_listener(self) -> tuple[str, int] | None:
+        """(host, port) of the schema registry's REST API, None when `schema.registry.listener` is unset."""
+        text = self.get("schema.registry.listener")
+        return None if text is None or not text.strip() else parse_http_listener(text, "schema.registry.listener",
+                                                                                  8081)
+
     def broker_value_for_topic_key(self, topic_key: str) -> tuple[Any, str | None]:
         """The broker-level value of a topic key and which broker key gave it (None = default)."""
         definition, synonyms = TOPIC_CONFIGS[topic_key]
@@ -312,6 +319,17 @@ def _endpoints(listeners: list[tuple[str, str, int]], protocols: dict[str, str],
                                      f"listener.security.protocol.map)")
         out.append(Endpoint(name.upper(), host, port, protocol))
     return out
+
+
+def parse_http_listener(text: str, key: str, example_port: int) -> tuple[str, int]:
+    """`http://host:port` (a trailing `/` allowed) → (host, port); an empty host means all
+    interfaces, port 0 any free port."""
+    match = re.fullmatch(r"http://(?:\[([^\]]*)\]|([^:/\[\]]*)):(\d{1,5})/?", str(text).strip())
+    if not match or int(match.group(3)) > 65535:
+        raise InvalidConfigError(f"Invalid value {str(text).strip()} for configuration {key}: "
+                                 f"expected http://host:port (a port from 0 to 65535), e.g. "
+                                 f"http://127.0.0.1:{example_port}")
+    return match.group(1) if match.group(1) is not None else match.group(2), int(match.group(3))
 
 
 def parse_metrics_listener(text: str) -> tuple[str, int]:

@@ -437,6 +437,19 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("shutdown.timeout.ms", _L, 30000, "Deadline for in-flight requests on shutdown (kbroker)."),
         ConfigDef("metrics.listener", _S, None, "Serve Prometheus metrics at http://host:port/metrics; unset = "
                   "off (kbroker)."),
+        # the schema registry built in (kbroker; Confluent's own registry names its topic kafkastore.topic)
+        ConfigDef("schema.registry.listener", _S, None, "Serve the Confluent Schema Registry REST API at "
+                  "http://host:port; unset = off (kbroker)."),
+        ConfigDef("schema.registry.advertised.url", _S, None, "The registry's URL other brokers forward requests "
+                  "to; unset = the listener's (a wildcard host: the first advertised listener's host) (kbroker)."),
+        ConfigDef("schema.registry.topic", _S, "_schemas", "The compacted topic holding the registry's "
+                  "schemas, configs and modes, in Confluent's record format (kbroker)."),
+        ConfigDef("schema.registry.topic.replication.factor", _I, 3, "Replication factor of the registry's topic "
+                  "when it is created; a single node uses what it has (kbroker).", _at_least(1)),
+        ConfigDef("schema.registry.max.request.bytes", _I, 8388608, "Largest request body the registry reads; "
+                  "larger ones are answered 413 (kbroker).", _at_least(1024)),
+        ConfigDef("schema.registry.request.timeout.ms", _I, 30000, "How long a write waits for the registry's "
+                  "topic (append and replication) before it is answered 50002 (kbroker).", _at_least(1)),
         # tiered storage (KIP-405): the archive's store takes its own keys under the prefix (rsm.config.*)
         ConfigDef("remote.log.storage.system.enable", _B, False, "Allow topics to archive closed segments "
                   "(remote.storage.enable) and serve history from the archive."),

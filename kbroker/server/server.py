@@ -30,6 +30,7 @@ from kbroker.security.session import ConnectionSession, Phase
 from kbroker.server import client_security, listeners as listener_security
 from kbroker.server.listeners import ListenerSecurity
 from kbroker.server.metrics_http import MetricsEndpoint, bind_metrics_listeners
+from kbroker.server.schema_registry_http import bind_schema_registry_listeners, serve_schema_registry
 from kbroker.server.tls import server_handshake, tls_recv_into, tls_send_all, tls_send_response
 from kbroker.wire.framing import FrameDecoder, FrameError
 from kbroker.wire.protocol import ProtocolError
@@ -181,6 +182,7 @@ class KafkaServer:
         self.securities: dict[str, ListenerSecurity] = {}  # rebuilt when a dynamic config changes them
         self.metrics_listeners: list[trio.SocketListener] = []  # metrics.listener, when set
         self.metrics: MetricsEndpoint | None = None
+        self.schema_registry_listeners: list[trio.SocketListener] = []  # schema.registry.listener, when set
         self._connections: set[_Connection] = set()
         self.connection_limits = ConnectionLimits()  # max.connections, per listener, per IP
         self._refusals = _RefusalLog()
@@ -453,6 +455,9 @@ class KafkaServer:
                     await background.start(node.run)
                 if self.metrics_listeners:
                     await background.start(self._serve_metrics)
+                if self.schema_registry_listeners:
+                    await background.start(partial(serve_schema_registry, self.broker,
+                                                   self.schema_registry_listeners))
                 async with trio.open_nursery() as connections:
                     listen_scope = trio.CancelScope()
 
@@ -511,6 +516,9 @@ class KafkaServer:
             self.listeners += bound
         if self.config.metrics_listener is not None:
             self.metrics_listeners = await bind_metrics_listeners(*self.config.metrics_listener)
+        if self.config.schema_registry_listener is not None:
+            self.schema_registry_listeners = await bind_schema_registry_listeners(
+                *self.config.schema_registry_listener)
         self._configure_connection_limits()
 
     def _configure_connection_limits(self) -> None:

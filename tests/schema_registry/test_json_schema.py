@@ -194,6 +194,34 @@ def test_backward_transitive_only_failure() -> None:
     assert check("FULL_TRANSITIVE", v3, [v1, v2]) != []
 
 
+def test_full_reports_forward_before_backward() -> None:
+    # v1 knows only "a", v3 only "b", both closed: each direction fails on the other's property
+    v1, v3 = parse(V1), parse(V3)
+    assert check("FORWARD", v3, [v1]) == ["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL #/properties/b"]
+    assert check("BACKWARD", v3, [v1]) == ["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL #/properties/a"]
+    assert check("FULL", v3, [v1]) == ["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL #/properties/b",
+                                       "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL #/properties/a"]
+    assert check("FULL_TRANSITIVE", v3, [v1]) == check("FULL", v3, [v1])
+
+
+def test_transitive_levels_stop_at_the_first_failing_schema_newest_first() -> None:
+    # closed models knowing only "a", only "b", only "c": the new one fails against both earlier
+    # ones, and only the newest (the one knowing "b") is reported, as Confluent's checker does
+    only_a, only_b = parse(V1), parse(V3)
+    only_c = parse('{"type":"object","properties":{"c":{"type":"string"}},"additionalProperties":false}')
+    assert check("BACKWARD", only_c, [only_b]) == ["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL #/properties/b"]
+    assert check("BACKWARD", only_c, [only_a]) == ["PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL #/properties/a"]
+    assert check("BACKWARD_TRANSITIVE", only_c, [only_a, only_b]) == [
+        "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL #/properties/b"]
+    assert check("BACKWARD_TRANSITIVE", only_c, [only_b, only_a]) == [
+        "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL #/properties/a"]
+    assert check("FORWARD_TRANSITIVE", only_c, [only_a, only_b]) == [
+        "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL #/properties/c"]
+    assert check("FULL_TRANSITIVE", only_c, [only_a, only_b]) == [
+        "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL #/properties/c",
+        "PROPERTY_REMOVED_FROM_CLOSED_CONTENT_MODEL #/properties/b"]
+
+
 def test_levels() -> None:
     assert set(LEVELS) == {"BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE", "FULL",
                            "FULL_TRANSITIVE", "NONE"}
@@ -332,4 +360,5 @@ def test_every_schema_is_compatible_with_itself(schema: dict) -> None:
 @given(schemas, schemas)
 def test_full_is_backward_and_forward(old: dict, new: dict) -> None:
     o, n = parse(json.dumps(old)), parse(json.dumps(new))
-    assert check("FULL", n, [o]) == check("BACKWARD", n, [o]) + check("FORWARD", n, [o])
+    # forward (the old schema reads new data) first, then backward, as Confluent reports
+    assert check("FULL", n, [o]) == check("FORWARD", n, [o]) + check("BACKWARD", n, [o])

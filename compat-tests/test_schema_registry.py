@@ -1,0 +1,221 @@
+"""The schema registry built into the broker (`schema.registry.listener`), driven by
+confluent-kafka's own SchemaRegistryClient and its Avro and JSON Schema serializers, unchanged:
+records produced through kbroker with schemas registered in kbroker, read back and decoded,
+evolution under a compatibility level, refusals with Confluent's codes, and the state surviving a
+restart (ids stable)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+import urllib.error
+import urllib.request
+
+import pytest
+from conftest import free_port, topic_name, wait_until
+
+ck = pytest.importorskip("confluent_kafka")
+from confluent_kafka import Consumer, Producer  # noqa: E402
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa: E402
+from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: E402
+from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
+
+REGISTRY_PORT = free_port()
+REGISTRY_URL = f"http://127.0.0.1:{REGISTRY_PORT}"
+KBROKER_OVERRIDES = {"schema.registry.listener": REGISTRY_URL}
+
+USER_V1 = {"type": "record", "name": "User", "namespace": "com.example",
+           "fields": [{"name": "name", "type": "string"}, {"name": "favorite", "type": "int"}]}
+USER_V2 = {**USER_V1, "fields": USER_V1["fields"] + [{"name": "email", "type": ["null", "string"], "default": None}]}
+USER_BAD = {**USER_V1, "fields": [{"name": "name", "type": "string"}, {"name": "favorite", "type": "string"}]}
+
+
+@pytest.fixture(scope="module")
+def registry(kbroker):
+    wait_until(lambda: _get("/subjects") is not None, 30, "the registry's listener")
+    return SchemaRegistryClient({"url": REGISTRY_URL})
+
+
+def _get(path: str):
+    try:
+        with urllib.request.urlopen(REGISTRY_URL + path, timeout=5) as answer:
+            return json.loads(answer.read())
+    except (urllib.error.URLError, ConnectionError):
+        return None
+
+
+def _http(method: str, path: str, body: bytes | None = None, content_type: str = "application/json",
+          accept: str | None = None) -> tuple[int, str, bytes]:
+    request = urllib.request.Request(REGISTRY_URL + path, data=body, method=method)
+    if body is not None:
+        request.add_header("Content-Type", content_type)
+    if accept:
+        request.add_header("Accept", accept)
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.headers.get("Content-Type"), answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers.get("Content-Type"), exc.read()
+
+
+def _produce(kbroker, topic: str, serializer, values: list) -> None:
+    producer = Producer({"bootstrap.servers": kbroker.bootstrap})
+    for value in values:
+        producer.produce(topic, value=serializer(value, SerializationContext(topic, MessageField.VALUE)))
+    assert producer.flush(30) == 0
+
+
+def _consume(kbroker, topic: str, count: int) -> list[bytes]:
+    consumer = Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": f"g-{topic}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    try:
+        wait_until(lambda: _poll_into(consumer, got) >= count, 60, f"{count} records of {topic}")
+    finally:
+        consumer.close()
+    return got
+
+
+def _poll_into(consumer, got: list) -> int:
+    msg = consumer.poll(0.5)
+    if msg is not None and msg.error() is None:
+        got.append(msg.value())
+    return len(got)
+
+
+def test_avro_serializers_register_and_read_back_through_kbroker(kbroker, registry):
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+
+    topic = topic_name("sr-avro")
+    users = [{"name": f"user-{i}", "favorite": i} for i in range(20)]
+    _produce(kbroker, topic, AvroSerializer(registry, json.dumps(USER_V1)), users)
+    latest = registry.get_latest_version(f"{topic}-value")
+    assert latest.version == 1
+    raw = _consume(kbroker, topic, len(users))
+    magic, schema_id = struct.unpack(">bI", raw[0][:5])
+    assert (magic, schema_id) == (0, latest.schema_id)  # Confluent's wire format, the id kbroker gave
+    decode = AvroDeserializer(SchemaRegistryClient({"url": REGISTRY_URL}))  # a fresh client: fetched by id
+    assert [decode(v, SerializationContext(topic, MessageField.VALUE)) for v in raw] == users
+
+    # evolution: a compatible second version, then records of both read with the new reader schema
+    v2_users = [{"name": "late", "favorite": 7, "email": "late@example.com"}]
+    _produce(kbroker, topic, AvroSerializer(registry, json.dumps(USER_V2)), v2_users)
+    assert registry.get_versions(f"{topic}-value") == [1, 2]
+    reader = AvroDeserializer(SchemaRegistryClient({"url": REGISTRY_URL}), json.dumps(USER_V2))
+    decoded = [reader(v, SerializationContext(topic, MessageField.VALUE)) for v in _consume(kbroker, topic, 21)]
+    assert decoded[:20] == [{**u, "email": None} for u in users]
+    assert decoded[20] == v2_users[0]
+
+    # an incompatible change is refused (409), and nothing is registered
+    with pytest.raises(SchemaRegistryError) as refused:
+        AvroSerializer(registry, json.dumps(USER_BAD))(users[0], SerializationContext(topic, MessageField.VALUE))
+    assert refused.value.http_status_code == 409
+    assert registry.get_versions(f"{topic}-value") == [1, 2]
+
+
+def test_json_schema_serializers_register_and_read_back(kbroker, registry):
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
+    schema = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
+              "properties": {"id": {"type": "integer"}, "item": {"type": "string"}},
+              "required": ["id", "item"], "additionalProperties": False}
+    topic = topic_name("sr-json")
+    orders = [{"id": i, "item": f"thing-{i}"} for i in range(10)]
+    _produce(kbroker, topic, JSONSerializer(json.dumps(schema), registry), orders)
+    version = registry.get_latest_version(f"{topic}-value")
+    assert version.schema.schema_type == "JSON"
+    decode = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient({"url": REGISTRY_URL}))
+    got = [decode(v, SerializationContext(topic, MessageField.VALUE)) for v in _consume(kbroker, topic, 10)]
+    assert got == orders
+    # a record the schema refuses never leaves the serializer
+    from confluent_kafka.serialization import SerializationError
+    with pytest.raises(SerializationError):
+        JSONSerializer(json.dumps(schema), registry)({"id": "x"}, SerializationContext(topic, MessageField.VALUE))
+
+
+def test_subjects_versions_ids_and_deletes(registry):
+    subject = "sr-admin-value"
+    v1 = registry.register_schema(subject, Schema(json.dumps(USER_V1), "AVRO"))
+    v2 = registry.register_schema(subject, Schema(json.dumps(USER_V2), "AVRO"))
+    assert v2 > v1
+    # the same schema under another subject keeps its id
+    assert registry.register_schema("sr-admin-other", Schema(json.dumps(USER_V1), "AVRO")) == v1
+    assert sorted(registry.get_subjects()) == sorted(set(registry.get_subjects()))
+    assert {"sr-admin-value", "sr-admin-other"} <= set(registry.get_subjects())
+    found = registry.lookup_schema(subject, Schema(json.dumps(USER_V2), "AVRO"))
+    assert (found.version, found.schema_id) == (2, v2)
+
+    assert registry.delete_version(subject, 1) == 1  # soft
+    assert registry.get_versions(subject) == [2]
+    with pytest.raises(SchemaRegistryError) as gone:
+        registry.get_version(subject, 1)
+    assert gone.value.error_code == 40402
+    assert registry.delete_subject(subject) == [2]
+    with pytest.raises(SchemaRegistryError) as soft:
+        registry.delete_subject(subject)
+    assert soft.value.error_code == 40404
+    assert registry.delete_subject(subject, permanent=True) == [1, 2]
+    assert subject not in registry.get_subjects()
+    # an id stays readable while another subject uses it
+    assert json.loads(registry.get_schema(v1).schema_str) == USER_V1
+
+
+def test_compatibility_levels_and_modes(registry):
+    subject = "sr-levels-value"
+    registry.register_schema(subject, Schema(json.dumps(USER_V1), "AVRO"))
+    assert registry.test_compatibility(subject, Schema(json.dumps(USER_BAD), "AVRO")) is False
+    assert registry.set_compatibility(subject, "NONE") == {"compatibility": "NONE"}
+    assert registry.get_compatibility(subject) == "NONE"
+    registry.register_schema(subject, Schema(json.dumps(USER_BAD), "AVRO"))  # allowed under NONE
+    assert registry.get_versions(subject) == [1, 2]
+
+    assert registry.update_mode(subject, "READONLY") == "READONLY"
+    with pytest.raises(SchemaRegistryError) as readonly:
+        registry.register_schema(subject, Schema(json.dumps(USER_V2), "AVRO"))
+    assert readonly.value.error_code == 42205
+    assert registry.delete_mode(subject) == "READONLY"
+    # the subject's own mode is gone; the global one applies again
+    status, _, body = _http("GET", f"/mode/{subject}")
+    assert (status, json.loads(body)["error_code"]) == (404, 40409)
+
+
+def test_errors_content_types_and_bad_input(registry):
+    status, ctype, body = _http("GET", "/subjects/nope/versions")
+    assert (status, ctype) == (404, "application/vnd.schemaregistry.v1+json")
+    assert json.loads(body) == {"error_code": 40401, "message": "Subject 'nope' not found."}
+    status, _, body = _http("POST", "/subjects/bad-value/versions", b'{"schema": "{\\"type\\": \\"nope\\"}"}')
+    assert (status, json.loads(body)["error_code"]) == (422, 42201)
+    status, _, body = _http("POST", "/subjects/bad-value/versions", b"{not json")
+    assert status == 400
+    status, _, _ = _http("POST", "/subjects/bad-value/versions", b"{}", content_type="text/plain")
+    assert status == 415
+    status, _, _ = _http("GET", "/subjects", accept="text/html")
+    assert status == 406
+    status, ctype, _ = _http("GET", "/subjects", accept="application/json")
+    assert (status, ctype) == (200, "application/json")
+    status, _, body = _http("GET", "/schemas/ids/999999")
+    assert (status, json.loads(body)["error_code"]) == (404, 40403)
+    status, _, body = _http("GET", "/subjects/x/versions/0")
+    assert (status, json.loads(body)["error_code"]) == (422, 42202)
+    status, _, _ = _http("PATCH", "/subjects")
+    assert status == 405
+    # a body over schema.registry.max.request.bytes (8 MiB) is refused before it is read
+    with socket.create_connection(("127.0.0.1", REGISTRY_PORT), timeout=10) as sock:
+        sock.sendall(b"POST /subjects/big-value/versions HTTP/1.1\r\nHost: x\r\n"
+                     b"Content-Type: application/json\r\nContent-Length: 9437184\r\n\r\n")
+        assert sock.recv(64).startswith(b"HTTP/1.1 413 ")  # answered before a byte of the body was sent
+    assert json.loads(_http("GET", "/schemas/types")[2]) == ["JSON", "PROTOBUF", "AVRO"]
+
+
+def test_ids_survive_a_restart(kbroker, registry):
+    subject = "sr-restart-value"
+    schema_id = registry.register_schema(subject, Schema(json.dumps({**USER_V1, "name": "Restarted"}), "AVRO"))
+    kbroker.restart()
+    wait_until(lambda: _get(f"/schemas/ids/{schema_id}") is not None, 60, "the registry after a restart")
+    fresh = SchemaRegistryClient({"url": REGISTRY_URL})
+    assert json.loads(fresh.get_schema(schema_id).schema_str)["name"] == "Restarted"
+    # a new schema gets a new id, never one handed out before the restart
+    other = fresh.register_schema("sr-restart-2", Schema(json.dumps({**USER_V1, "name": "After"}), "AVRO"))
+    assert other > schema_id
