@@ -1,6 +1,7 @@
 """The web console's test parts: a real `kbroker console` process, a headless Chromium driven by
 Selenium (Debian's chromium and chromedriver; Selenium never downloads a driver), screenshots
-saved as artifacts, and sample data a page can show (a JSON topic with headers, a group with lag).
+saved as artifacts, and sample data a page can show (a JSON topic with headers, a group with lag,
+records in Confluent's wire format: Avro, JSON Schema and Protobuf through the broker's registry).
 
 `PYTHONPATH=. python compat-tests/consolekit.py docs/images` regenerates the documentation's
 screenshots: a three-broker cluster, sample data, the console, one PNG per page.
@@ -47,7 +48,7 @@ def artifacts_dir(tmp_path_factory) -> Path:
 class Console:
     """One `python -m kbroker console` process on a free port, stopped by PID."""
 
-    def __init__(self, bootstrap: str, workdir: Path, refresh_s: float = 1.0) -> None:
+    def __init__(self, bootstrap: str, workdir: Path, refresh_s: float = 1.0, extra_args: tuple[str, ...] = ()) -> None:
         from conftest import free_port
 
         self.port = free_port()
@@ -56,7 +57,7 @@ class Console:
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "kbroker", "console", "--bootstrap-server", bootstrap,
-                 "--port", str(self.port), "--refresh", str(refresh_s)],
+                 "--port", str(self.port), "--refresh", str(refresh_s), *extra_args],
                 stdout=out, stderr=subprocess.STDOUT, cwd=Path(__file__).resolve().parent.parent)
         deadline = time.monotonic() + READY_S
         while True:
@@ -208,10 +209,78 @@ def share_member(bootstrap: str, topic: str, group: str, per_partition: int, cli
     return consumer
 
 
+# -- records in Confluent's wire format, through a schema registry --------------------------------------
+
+ADDRESS_SCHEMA = {"type": "record", "name": "Address", "namespace": "shop",
+                  "fields": [{"name": "city", "type": "string"}, {"name": "zip", "type": "string"}]}
+PAYMENT_SCHEMA = {"type": "record", "name": "Payment", "namespace": "shop",
+                  "fields": [{"name": "order", "type": "long"}, {"name": "customer", "type": "string"},
+                             {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal",
+                                                         "precision": 9, "scale": 2}},
+                             {"name": "method", "type": {"type": "enum", "name": "Method",
+                                                         "symbols": ["CARD", "CASH", "VOUCHER"]}},
+                             {"name": "bill_to", "type": "shop.Address"},
+                             {"name": "note", "type": ["null", "string"], "default": None}]}
+SHIPMENT_SCHEMA = {"$schema": "http://json-schema.org/draft-07/schema#", "title": "Shipment", "type": "object",
+                   "properties": {"order": {"type": "integer"}, "carrier": {"type": "string"},
+                                  "parcels": {"type": "array", "items": {"type": "string"}}},
+                   "required": ["order", "carrier"]}
+
+
+def payments(count: int = 6) -> list[dict]:
+    import decimal
+
+    return [{"order": i, "customer": f"c-{i % 4}", "amount": decimal.Decimal(f"{10 + i}.{i:02d}"),
+             "method": ["CARD", "CASH", "VOUCHER"][i % 3], "bill_to": {"city": ["Oslo", "Lyon", "Porto"][i % 3],
+                                                                    "zip": f"0{i}150"},
+             "note": "<script>alert(1)</script>" if i == 2 else None} for i in range(count)]
+
+
+def shipments(count: int = 4) -> list[dict]:
+    return [{"order": i, "carrier": ["posten", "dhl"][i % 2], "parcels": [f"p-{i}-{j}" for j in range(i % 3 + 1)]}
+            for i in range(count)]
+
+
+def produce_schema_records(bootstrap: str, registry_url: str, payments_topic: str = "payments",
+                           shipments_topic: str = "shipments", replication_factor: int = 1) -> None:
+    """Avro payments (a decimal, an enum, a named type from a referenced subject `shop.Address`;
+    keys Avro strings) and JSON Schema shipments (keys plain text), written by confluent-kafka's
+    own AvroSerializer and JSONSerializer, which register the schemas."""
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import Schema, SchemaReference, SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from kbroker.admin.client import AdminClient
+
+    with AdminClient(bootstrap) as admin:
+        admin.create_topic(payments_topic, 1, replication_factor)
+        admin.create_topic(shipments_topic, 1, replication_factor)
+    registry = SchemaRegistryClient({"url": registry_url})
+    registry.register_schema("shop.Address", Schema(json.dumps(ADDRESS_SCHEMA), "AVRO"))
+    payment = Schema(json.dumps(PAYMENT_SCHEMA), "AVRO",
+                     [SchemaReference("shop.Address", "shop.Address", 1)])
+    value_avro = AvroSerializer(registry, payment, conf={"auto.register.schemas": True})
+    key_avro = AvroSerializer(registry, '"string"')
+    value_json = JSONSerializer(json.dumps(SHIPMENT_SCHEMA), registry)
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for p in payments():
+        producer.produce(payments_topic,
+                         key=key_avro(f"order-{p['order']}", SerializationContext(payments_topic, MessageField.KEY)),
+                         value=value_avro(p, SerializationContext(payments_topic, MessageField.VALUE)))
+    for s in shipments():
+        producer.produce(shipments_topic, key=f"order-{s['order']}",
+                         value=value_json(s, SerializationContext(shipments_topic, MessageField.VALUE)))
+    assert producer.flush(30) == 0, "schema records not all delivered"
+
+
 DOC_PAGES = {"console-overview": "/", "console-topics": "/topics", "console-topic": "/topics/orders",
              "console-messages": "/topics/orders/messages?mode=earliest&partition=0",
              "console-groups": "/groups", "console-group": "/groups/billing",
-             "console-share-group": "/share-groups/jobs-workers"}
+             "console-share-group": "/share-groups/jobs-workers",
+             "console-schemas": "/topics/payments/messages?mode=earliest&limit=3",
+             "console-subject": "/schemas/payments-value"}
 
 
 def docs_screenshots(out: Path) -> None:
@@ -221,14 +290,20 @@ def docs_screenshots(out: Path) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
-        cluster = ck.start_cluster(Path(tmp) / "cluster", 3, overrides=SHARE_OVERRIDES)
+        from conftest import free_port
+
+        registries = {i: f"http://127.0.0.1:{free_port()}" for i in (1, 2, 3)}
+        cluster = ck.start_cluster(Path(tmp) / "cluster", 3, overrides=SHARE_OVERRIDES, broker_overrides={
+            i: {"schema.registry.listener": url} for i, url in registries.items()})
         console = driver = member = None
         try:
             bootstrap = ck.live_bootstrap(cluster)
             produce_orders(bootstrap, "orders", replication_factor=3)
             consume(bootstrap, "orders", "billing", 5)
+            produce_schema_records(bootstrap, registries[1], replication_factor=3)
             member = share_member(bootstrap, "jobs", "jobs-workers", 6)  # a member while the pages are shot
-            console = Console(bootstrap, Path(tmp), refresh_s=5)
+            console = Console(bootstrap, Path(tmp), refresh_s=5,
+                              extra_args=("--schema-registry-url", registries[1]))
             driver = chrome(Path(tmp) / "profile")
             for name, path in DOC_PAGES.items():
                 driver.get(console.url + path)

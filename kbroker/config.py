@@ -236,8 +236,28 @@ class BrokerConfig:
     def schema_registry_listener(self) -> tuple[str, int] | None:
         """(host, port) of the schema registry's REST API, None when `schema.registry.listener` is unset."""
         text = self.get("schema.registry.listener")
-        return None if text is None or not text.strip() else parse_http_listener(text, "schema.registry.listener",
-                                                                                  8081)
+        if text is None or not text.strip():
+            return None
+        return parse_http_listener(re.sub(r"^https://", "http://", text.strip()), "schema.registry.listener", 8081)
+
+    @property
+    def schema_registry_tls(self) -> bool:
+        """`schema.registry.listener` is an https:// URL."""
+        return str(self.get("schema.registry.listener") or "").strip().startswith("https://")
+
+    @property
+    def schema_registry_security_listener(self) -> "Endpoint | None":
+        """The Kafka listener whose security the registry uses (`schema.registry.security.listener`,
+        else the first listener that is not PLAINTEXT); None: no authentication."""
+        name = self.get("schema.registry.security.listener")
+        endpoints = self.endpoints
+        if name:
+            for e in endpoints:
+                if e.name == name.strip().upper():
+                    return e
+            raise InvalidConfigError(f"schema.registry.security.listener names {name}, which is none of the "
+                                     f"listeners ({', '.join(e.name for e in endpoints)})")
+        return next((e for e in endpoints if e.protocol != "PLAINTEXT"), None)
 
     def broker_value_for_topic_key(self, topic_key: str) -> tuple[Any, str | None]:
         """The broker-level value of a topic key and which broker key gave it (None = default)."""

@@ -439,7 +439,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
                   "off (kbroker)."),
         # the schema registry built in (kbroker; Confluent's own registry names its topic kafkastore.topic)
         ConfigDef("schema.registry.listener", _S, None, "Serve the Confluent Schema Registry REST API at "
-                  "http://host:port; unset = off (kbroker)."),
+                  "http://host:port or https://host:port; unset = off (kbroker)."),
+        ConfigDef("schema.registry.security.listener", _S, None, "The listener whose security the registry "
+                  "uses: its TLS keystore and client authentication, its SASL users for HTTP basic "
+                  "authentication; unset = the first listener that is not PLAINTEXT (kbroker)."),
         ConfigDef("schema.registry.advertised.url", _S, None, "The registry's URL other brokers forward requests "
                   "to; unset = the listener's (a wildcard host: the first advertised listener's host) (kbroker)."),
         ConfigDef("schema.registry.topic", _S, "_schemas", "The compacted topic holding the registry's "

@@ -19,6 +19,11 @@ Charts (inline SVG drawn by charts.py) show what the sampler (samples.py) record
 lag on its page and in the groups list, a topic's messages/s on its page. The sampler runs in the
 application's lifespan with the console's own backend, one round every --refresh seconds (at
 least 1); with --login there is no such backend, and no charts.
+
+With a schema registry (`--schema-registry-url`, registry.py) the message browser decodes keys
+and values in Confluent's wire format, and `/schemas` lists the subjects, `/schemas/SUBJECT` shows
+one (its versions, a version's schema, its compatibility level and mode); the registry is asked
+with the console's own credentials, whoever is logged in.
 """
 
 from __future__ import annotations
@@ -44,17 +49,19 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
 from kbroker.admin.client import AdminClient, AdminError, KafkaErrorResponse
+from kbroker.admin.schemas_cmd import RegistryErrorResponse, RegistryUnavailable
 from kbroker.admin.reset import STRATEGIES, PlanError, ResetSpec
 from kbroker.admin.share_groups import RESET_STRATEGIES as SHARE_RESET_STRATEGIES
 from kbroker.console import browse, charts, refusals
 from kbroker.console.backend import ConsoleBackend
 from kbroker.console.forms import read_form
 from kbroker.console.login import LoginGate, LoginRoutes, session_of
+from kbroker.console.registry import ConsoleRegistry
 from kbroker.console.samples import SampleStore, run_sampler, sample_period
 from kbroker.console.sessions import SessionStore
 
 HERE = Path(__file__).resolve().parent
-USER_ERRORS = (AdminError, browse.QueryError, PlanError)
+USER_ERRORS = (AdminError, browse.QueryError, PlanError, RegistryUnavailable, RegistryErrorResponse)
 SESSION_POOL_SIZE = 2  # each login's own admin clients
 
 
@@ -122,8 +129,9 @@ class ConsoleApp:
     """Routes bound to one cluster: one backend, or (`backend` None: --login) each session's."""
 
     def __init__(self, bootstrap: str, backend: ConsoleBackend | None, refresh_s: float,
-                 samples: SampleStore | None = None) -> None:
+                 samples: SampleStore | None = None, registry: ConsoleRegistry | None = None) -> None:
         self.bootstrap, self.backend = bootstrap, backend
+        self.registry = registry
         self.refresh_s = refresh_s
         self.samples = samples
         self.charts = Charts(samples)
@@ -146,7 +154,7 @@ class ConsoleApp:
         base = {"bootstrap": self.bootstrap, "refresh": self.refresh_s,
                 "now": datetime.datetime.now().strftime("%H:%M:%S"), "error": None, "refusal": None,
                 "user": session.principal if session is not None else None, "bare": False,
-                "charts": self.charts}
+                "charts": self.charts, "registry_url": None if self.registry is None else self.registry.url}
         return self.templates.TemplateResponse(request, name, {**base, **context}, status_code=status)
 
     async def _live(self, request: Request, page: str, action: refusals.Action, call: Callable[..., Any],
@@ -215,8 +223,9 @@ class ConsoleApp:
         form = {"partition": "" if query.partition is None else str(query.partition), "mode": query.mode,
                 "offset": params.get("offset", ""), "timestamp": params.get("timestamp", ""),
                 "limit": str(query.limit), "filter": query.filter, "format": query.format}
+        decode = None if self.registry is None else self.registry.decoder(name)
         return await self._live(request, "messages", refusals.browse_topic(name), self._backend(request).browse,
-                                query, nav="topics", name=name,
+                                query, decode, nav="topics", name=name,
                                 form=form, modes=browse.MODES, formats=browse.FORMATS,
                                 next_url=f"/topics/{quote(name, safe='')}/messages?" + urlencode(
                                     {**{k: v for k, v in form.items() if k != "offset"}, "mode": "offset"})
@@ -262,6 +271,37 @@ class ConsoleApp:
                 "error": "a principal is TYPE:NAME, e.g. User:alice"}, 400)
         return await self._live(request, "acls", refusals.describe_acls(), self._backend(request).acls, principal,
                                 nav="acls", principal_filter=principal or "")
+
+    async def schemas(self, request: Request) -> Response:
+        """The Schemas page: the registry's subjects, each with its latest version, type and
+        compatibility level (its own, or the global one, inherited)."""
+        if self.registry is None:
+            return self._no_registry(request)
+        return await self._live(request, "schemas", refusals.read_cluster("list schemas"), self.registry.subjects,
+                                nav="schemas")
+
+    async def subject(self, request: Request) -> Response:
+        """A subject: its versions (id, type), one version's schema (`?version=N`, else the
+        latest), its compatibility level and mode."""
+        if self.registry is None:
+            return self._no_registry(request)
+        subject = request.path_params["subject"]
+        raw = (request.query_params.get("version") or "").strip()
+        version = None
+        if raw and raw != "latest":
+            if not raw.isdigit() or not 1 <= int(raw) <= 2**31 - 1:
+                return self.render(request, "subject.html", {
+                    "nav": "schemas", "subject": subject, "data": None, "live_url": "", "elapsed_ms": 0,
+                    "error": f"version must be a number from 1, or latest, not {raw[:40]!r}"}, 400)
+            version = int(raw)
+        return await self._live(request, "subject", refusals.read_cluster("show a schema"), self.registry.subject,
+                                subject, version, nav="schemas", subject=subject)
+
+    def _no_registry(self, request: Request) -> Response:
+        return self.render(request, "schemas.html", {
+            "nav": "schemas", "data": None, "live_url": "", "elapsed_ms": 0,
+            "error": "No schema registry: start the console with --schema-registry-url URL "
+                     "(or KBROKER_SCHEMA_REGISTRY_URL)"}, 404)
 
     # -- changes -----------------------------------------------------------------------------
 
@@ -387,14 +427,16 @@ def _planned_offsets(values: list[str]) -> dict[tuple[str, int], int]:
 
 
 def create_app(bootstrap: str, refresh_s: float = 5.0, timeout: float = 10.0, security: Any = None,
-               login: bool = False, idle_timeout_s: float = 1800.0, max_sessions: int = 100) -> Starlette:
+               login: bool = False, idle_timeout_s: float = 1800.0, max_sessions: int = 100,
+               registry: ConsoleRegistry | None = None) -> Starlette:
     """`security`: the brokers' TLS and SASL (kbroker.admin.security.ClientSecurity), or None.
     `login`: each browser session logs in with a SASL username and password, used in place of
-    the ones `security` holds (its protocol, TLS and mechanism are kept)."""
+    the ones `security` holds (its protocol, TLS and mechanism are kept). `registry`: a schema
+    registry to decode messages with and show the Schemas pages of, or None."""
     AdminClient(bootstrap, timeout).close()  # the bootstrap list is checked now, not at the first page
     backend = None if login else ConsoleBackend(bootstrap, timeout, security)
     samples = None if backend is None else SampleStore(sample_period(refresh_s))
-    console = ConsoleApp(bootstrap, backend, refresh_s, samples)
+    console = ConsoleApp(bootstrap, backend, refresh_s, samples, registry)
     sessions = SessionStore(idle_timeout_s, max_sessions)
     middleware = []
     routes = []
@@ -418,6 +460,8 @@ def create_app(bootstrap: str, refresh_s: float = 5.0, timeout: float = 10.0, se
             Route(prefix + "/groups/{group:path}", console.group),
             Route(prefix + "/share-groups/{group:path}", console.share_group),
             Route(prefix + "/acls", console.acls),
+            Route(prefix + "/schemas", console.schemas),
+            Route(prefix + "/schemas/{subject:path}", console.subject),
         ]
     routes += [
         Route("/topics", console.create_topic, methods=["POST"]),

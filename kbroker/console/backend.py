@@ -193,7 +193,9 @@ class ConsoleBackend:
 
     # -- messages --------------------------------------------------------------------------------
 
-    def browse(self, query: browse.BrowseQuery) -> BrowseResult:
+    def browse(self, query: browse.BrowseQuery, decode: browse.Decode | None = None) -> BrowseResult:
+        """`decode`: a schema registry's decoder (registry.Decoder) for the keys and values in
+        Confluent's wire format; None: shown as bytes."""
         with self.pool.client() as client:
             all_partitions = client.partitions_of(query.topic)
             partitions = browse.partitions_to_read(query, all_partitions)
@@ -207,7 +209,7 @@ class ConsoleBackend:
             for (_topic, p), (first, end) in sorted(starts.items()):
                 read[p], next_offsets[p] = self._read(client, query, p, first, end, fetch_bytes)
                 scanned += len(read[p])
-        messages = browse.select(query, read)
+        messages = browse.select(query, read, decode)
         next_offset = None
         if query.partition is not None and query.mode != "latest" and query.partition in next_offsets:
             shown = [m.offset for m in messages]

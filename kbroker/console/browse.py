@@ -1,6 +1,8 @@
 """The message browser's pure core: what a browse query asks for (parsed from the form, bounded),
 where each partition's read starts, which records a filter keeps, and how a key, value or header is
-shown (JSON pretty-printed, text, or a hex dump). No I/O: the backend reads, this decides.
+shown (JSON pretty-printed, text, or a hex dump; with a schema registry, a key or value in
+Confluent's wire format decoded by the `decode` function the backend is handed). No I/O: the
+backend reads, this decides.
 
 Message contents are untrusted: nothing here produces markup; the templates escape everything.
 """
@@ -9,8 +11,9 @@ from __future__ import annotations
 
 import datetime
 import json
-from typing import Iterable, Mapping, NamedTuple, Sequence
+from typing import Callable, Iterable, Mapping, NamedTuple, Sequence
 
+from kbroker.console.schemas import Decoded
 from kbroker.wire.records import Record
 
 MODES = ("earliest", "offset", "timestamp", "latest")
@@ -23,6 +26,8 @@ MAX_SHOWN_BYTES = 64 * 1024  # of one key, value or header; the rest is cut with
 HEX_WIDTH = 16
 
 TopicPartition = tuple[str, int]
+# (key or value, is_key) -> None: not in Confluent's wire format; Decoded; or why it did not decode
+Decode = Callable[[bytes, bool], "Decoded | str | None"]
 
 
 class QueryError(ValueError):
@@ -47,6 +52,8 @@ class Shown(NamedTuple):
     text: str
     size: int  # bytes in the record
     truncated: bool
+    label: str = ""  # decoded with a registry's schema: "Avro · schema id 3 · subject orders-value v2"
+    note: str = ""  # in Confluent's wire format but not decoded: why (one line)
 
 
 class MessageView(NamedTuple):
@@ -200,6 +207,20 @@ def show(data: bytes | None, fmt: str = "auto", dump: bool = True) -> Shown:
     return as_hex()
 
 
+def show_decoded(data: bytes | None, fmt: str, decode: Decode | None, is_key: bool) -> Shown:
+    """A key or value: decoded with its schema when it is in Confluent's wire format and the
+    format is "auto" or "json" ("text" and "hex" show the bytes as they are); shown by `show`
+    otherwise, with the reason when it was in the wire format but did not decode."""
+    if decode is None or data is None or fmt not in ("auto", "json"):
+        return show(data, fmt)
+    outcome = decode(data, is_key)
+    if outcome is None:
+        return show(data, fmt)
+    if isinstance(outcome, str):
+        return show(data, fmt)._replace(note=outcome)
+    return Shown("json", outcome.text, len(data), outcome.truncated, outcome.label)
+
+
 def iso_time(ms: int) -> str:
     if ms < 0:
         return "-"
@@ -210,20 +231,23 @@ def iso_time(ms: int) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
 
 
-def view(partition: int, record: Record, fmt: str) -> MessageView:
+def view(partition: int, record: Record, fmt: str, decode: Decode | None = None) -> MessageView:
     return MessageView(partition, record.offset, record.timestamp, iso_time(record.timestamp),
-                       show(record.key, "auto" if fmt == "json" else fmt), show(record.value, fmt),
+                       show_decoded(record.key, "auto" if fmt == "json" else fmt, decode, True),
+                       show_decoded(record.value, fmt, decode, False),
                        tuple((k, show(v, "hex" if fmt == "hex" else "text", dump=False)) for k, v in record.headers))
 
 
-def select(query: BrowseQuery, read: Mapping[int, Sequence[Record]]) -> list[MessageView]:
-    """The messages to show from the records read per partition: those the filter keeps, oldest
-    first by timestamp ("latest": newest first), at most `limit`."""
+def select(query: BrowseQuery, read: Mapping[int, Sequence[Record]], decode: Decode | None = None
+           ) -> list[MessageView]:
+    """The messages to show from the records read per partition: those the filter keeps (it looks
+    at the bytes, not at what they decode to), oldest first by timestamp ("latest": newest
+    first), at most `limit`; keys and values in Confluent's wire format decoded by `decode`."""
     kept: list[tuple[int, Record]] = [(p, r) for p, records in read.items() for r in records
                                       if matches(r, query.filter)]
     newest_first = query.mode == "latest"
     kept.sort(key=lambda pr: (pr[1].timestamp, pr[0], pr[1].offset), reverse=newest_first)
-    return [view(p, r, query.format) for p, r in kept[:query.limit]]
+    return [view(p, r, query.format, decode) for p, r in kept[:query.limit]]
 
 
 def partitions_to_read(query: BrowseQuery, partitions: Iterable[int]) -> list[int]:

@@ -1,11 +1,15 @@
-"""`kbroker console --bootstrap-server HOST:PORT [--port 8080] [--command-config client.properties] [--login]`:
+"""`kbroker console --bootstrap-server HOST:PORT [--port 8080] [--command-config client.properties] [--login]
+[--schema-registry-url URL [--schema-registry-basic-auth USER:PASSWORD]]`:
 the web console, served by uvicorn (--command-config: a secured listener's client keys, as the
-other commands take them; --login: each browser session logs in as its own SASL principal). The
+other commands take them; --login: each browser session logs in as its own SASL principal;
+--schema-registry-url: a Confluent-compatible schema registry, with which the message browser
+decodes Avro, JSON Schema and Protobuf keys and values and the Schemas pages list subjects). The
 web stack is imported only when the console runs, so other commands do not load it."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Any
 
@@ -14,6 +18,8 @@ from kbroker.admin.security import add_command_config_argument, security_of
 
 LOGIN_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 LOGIN_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+REGISTRY_URL_ENV = "KBROKER_SCHEMA_REGISTRY_URL"  # as `kbroker schemas` reads them
+REGISTRY_AUTH_ENV = "KBROKER_SCHEMA_REGISTRY_BASIC_AUTH"
 
 
 def add_console_command(sub: Any) -> None:
@@ -43,6 +49,15 @@ def add_console_command(sub: Any) -> None:
     console.add_argument("--max-sessions", type=int, default=100, metavar="N",
                          help="with --login: sessions kept at once; a new login ends the one idle the "
                               "longest (default 100)")
+    console.add_argument("--schema-registry-url", metavar="URL",
+                         help="a Confluent-compatible schema registry (kbroker's schema.registry.listener, "
+                              "Confluent's, Karapace's): the message browser decodes keys and values in "
+                              "Confluent's wire format (Avro, JSON Schema, Protobuf) with the schema their id "
+                              "names, and the Schemas pages show subjects, versions and compatibility "
+                              f"(default ${REGISTRY_URL_ENV}; none: no decoding, no Schemas pages)")
+    console.add_argument("--schema-registry-basic-auth", metavar="USER:PASSWORD",
+                         help=f"HTTP basic credentials for the schema registry (default ${REGISTRY_AUTH_ENV}, "
+                              "or the URL's user info)")
     console.set_defaults(command_config_requires_credentials=command_config_requires_credentials)
 
 
@@ -83,13 +98,32 @@ def run_console(args: argparse.Namespace) -> int:
             print(f"kbroker console: {problem}", file=sys.stderr)
             return 2
 
+    registry = None
+    url = args.schema_registry_url or os.environ.get(REGISTRY_URL_ENV, "").strip()
+    if url:
+        from kbroker.admin.schemas_cmd import UsageError
+        from kbroker.console.registry import ConsoleRegistry
+
+        try:
+            registry = ConsoleRegistry(url, args.schema_registry_basic_auth or os.environ.get(REGISTRY_AUTH_ENV)
+                                       or None, args.timeout)
+        except UsageError as exc:
+            print(f"kbroker console: {str(exc).replace('--registry-url', '--schema-registry-url')}"
+                  .replace("--basic-auth", "--schema-registry-basic-auth"), file=sys.stderr)
+            return 2
+    elif args.schema_registry_basic_auth:
+        print(f"kbroker console: --schema-registry-basic-auth needs --schema-registry-url (or ${REGISTRY_URL_ENV})",
+              file=sys.stderr)
+        return 2
+
     import uvicorn
 
     from kbroker.console.app import create_app
 
     try:
         app = create_app(args.bootstrap_server, args.refresh, args.timeout, security, login=args.login,
-                         idle_timeout_s=args.session_idle_timeout, max_sessions=args.max_sessions)
+                         idle_timeout_s=args.session_idle_timeout, max_sessions=args.max_sessions,
+                         registry=registry)
     except AdminError as exc:
         print(f"kbroker console: {exc}", file=sys.stderr)
         return 2

@@ -4,7 +4,9 @@
 What is stored for a schema (the `schema` of its `_schemas` record, and what GET answers):
 - `normalize=true`: Confluent's normalized form of the type (avro `normalized()`, JSON Schema
   keys sorted, Protobuf re-printed), so schemas that differ only in form get one id.
-- otherwise Avro and JSON Schema as compact JSON in the written key order, Protobuf as written.
+- otherwise Avro and JSON Schema as compact JSON in the written key order, Protobuf as written
+  (a base64 FileDescriptorProto, as Confluent's clients send, as the .proto text it converts to:
+  see protobuf_descriptor.py).
   Confluent stores Java's re-printed form (Avro's `Schema.toString()` orders each object's keys
   its own way): a schema registered twice with its keys in another order is one schema there and
   two here, unless registered with `normalize=true`.
@@ -21,7 +23,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from kbroker.schema_registry import avro, json_schema, protobuf
+from kbroker.schema_registry import avro, json_schema, protobuf, protobuf_descriptor
 from kbroker.schema_registry.errors import InvalidSchema
 from kbroker.schema_registry.records import AVRO, JSON, PROTOBUF
 from kbroker.schema_registry.state import Dependency
@@ -41,6 +43,11 @@ def _parse_cached(schema_type: str, text: str, references: tuple[tuple[str, str]
     module = MODULES.get(schema_type)
     if module is None:
         raise InvalidSchema(f"unknown schema type {schema_type[:100]!r}")
+    if schema_type == PROTOBUF:
+        # Confluent's clients send a Protobuf schema (and its references) as the base64 of a
+        # FileDescriptorProto: it is parsed, and stored, as the .proto text it converts to.
+        text = protobuf_descriptor.from_serialized(text) or text
+        references = tuple((name, protobuf_descriptor.from_serialized(ref) or ref) for name, ref in references)
     return module.parse(text, dict(references))
 
 
@@ -93,6 +100,5 @@ def render(schema_type: str, text: str, deps: Sequence[Dependency], fmt: str) ->
     FileDescriptorProto (what Confluent's Protobuf deserializers ask for); any other format, or
     none, is the stored text (Confluent's default)."""
     if fmt == "serialized" and schema_type == PROTOBUF:
-        from kbroker.schema_registry import protobuf_descriptor
         return protobuf_descriptor.serialized(parsed(PROTOBUF, text, deps))
     return text

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
-from kbroker.schema_registry import formats
+from kbroker.schema_registry import access, formats
 from kbroker.schema_registry.errors import InvalidSchema
 from kbroker.schema_registry.records import AVRO, SCHEMA_TYPES, SchemaReference
 from kbroker.schema_registry.state import (
@@ -249,8 +249,10 @@ def _schema_id(segment: str, ct: str) -> int:
     return int(text)
 
 
-def handle(state: RegistryState, request: HttpRequest) -> HttpResponse | Write:
-    """One request. Writes come back as `Write`; the caller serialises them (one writer)."""
+def handle(state: RegistryState, request: HttpRequest, may: access.May | None = None,
+           principal: str = "User:ANONYMOUS") -> HttpResponse | Write:
+    """One request. Writes come back as `Write`; the caller serialises them (one writer). With
+    `may` (an authorizer's decision), access.py's mapping of ACLs applies."""
     ct = negotiate(request.accept)
     if ct is None:
         return _http_error(406)
@@ -260,16 +262,28 @@ def handle(state: RegistryState, request: HttpRequest) -> HttpResponse | Write:
     if segments and segments[-1] == "" and len(segments) > 1:
         segments.pop()  # a trailing slash
     query = parse_qs(request.query, keep_blank_values=True, max_num_fields=32)
+    visible = _everything
+    if may is not None:
+        need = access.required(request.method, segments)
+        if need is not None and not may(need.operation, need.resource_type, need.name):
+            return error(403, access.FORBIDDEN, access.refusal(principal, need), ct)
+
+        def visible(subject: str) -> bool:
+            return may("DESCRIBE", access.TOPIC, access.topic_of(subject))
     try:
-        return _route(state, request, segments, query, ct)
+        return _route(state, request, segments, query, ct, visible)
     except _Refused as refused:
         return refused.response
     except RegistryError as exc:
         return error(exc.http_status, exc.error_code, exc.message, ct)
 
 
+def _everything(_subject: str) -> bool:
+    return True
+
+
 def _route(state: RegistryState, req: HttpRequest, seg: list[str], q: dict[str, list[str]],
-           ct: str) -> HttpResponse | Write:
+           ct: str, visible: Callable[[str], bool]) -> HttpResponse | Write:
     m = req.method
     head = seg[0] if seg else ""
     n = len(seg)
@@ -281,13 +295,13 @@ def _route(state: RegistryState, req: HttpRequest, seg: list[str], q: dict[str, 
     elif head == "schemas":
         allowed = ("GET",)
         if m == "GET":
-            found = _schemas(state, seg, q, ct)
+            found = _schemas(state, seg, q, ct, visible)
             if found is not None:
                 return found
         elif not _schemas_path(seg):
             allowed = ()
     elif head == "subjects":
-        found, allowed = _subjects(state, req, seg, q, ct)
+        found, allowed = _subjects(state, req, seg, q, ct, visible)
         if found is not None:
             return found
     elif head == "compatibility" and n in (4, 5) and seg[1] == "subjects" and seg[3] == "versions":
@@ -308,12 +322,13 @@ def _schemas_path(seg: list[str]) -> bool:
     return n == 1 or (n == 2 and seg[1] == "types") or (n in (3, 4) and seg[1] == "ids")
 
 
-def _schemas(state: RegistryState, seg: list[str], q: dict[str, list[str]], ct: str) -> HttpResponse | None:
+def _schemas(state: RegistryState, seg: list[str], q: dict[str, list[str]], ct: str,
+             visible: Callable[[str], bool]) -> HttpResponse | None:
     n = len(seg)
     if n == 1:
         prefix, deleted, latest_only = _one(q, "subjectPrefix"), _flag(q, "deleted"), _flag(q, "latestOnly")
         out = []
-        for subject in state.subjects(deleted=deleted, prefix=prefix):
+        for subject in filter(visible, state.subjects(deleted=deleted, prefix=prefix)):
             versions = state.versions(subject, deleted=deleted)
             for v in versions[-1:] if latest_only else versions:
                 out.append(version_body(state.get_version(subject, v, deleted=deleted)))
@@ -323,6 +338,10 @@ def _schemas(state: RegistryState, seg: list[str], q: dict[str, list[str]], ct: 
     if n not in (3, 4) or seg[1] != "ids":
         return None
     schema_id = _schema_id(seg[2], ct)
+    users = state.subject_versions_for_id(schema_id, deleted=True)
+    if visible is not _everything and not any(visible(s) for s, _v in users):
+        raise _Refused(error(403, access.FORBIDDEN, f"The principal may not read schema {schema_id} (DESCRIBE on the "
+                             "topic of a subject using it)", ct))
     if n == 3:
         sv = state.schema_by_id(schema_id)
         body = _schema_fields(sv, state, _one(q, "format"))
@@ -332,7 +351,7 @@ def _schemas(state: RegistryState, seg: list[str], q: dict[str, list[str]], ct: 
     what = seg[3]
     if what == "schema":
         return HttpResponse(200, _text(state.schema_by_id(schema_id), state, _one(q, "format")).encode(), ct)
-    pairs = state.subject_versions_for_id(schema_id, deleted=_flag(q, "deleted"))
+    pairs = [(s, v) for s, v in state.subject_versions_for_id(schema_id, deleted=_flag(q, "deleted")) if visible(s)]
     if what == "subjects":
         return _json(sorted({s for s, _v in pairs}), content_type=ct)
     if what == "versions":
@@ -341,13 +360,13 @@ def _schemas(state: RegistryState, seg: list[str], q: dict[str, list[str]], ct: 
 
 
 def _subjects(state: RegistryState, req: HttpRequest, seg: list[str], q: dict[str, list[str]],
-              ct: str) -> tuple[HttpResponse | Write | None, tuple[str, ...]]:
+              ct: str, visible: Callable[[str], bool]) -> tuple[HttpResponse | Write | None, tuple[str, ...]]:
     m, n = req.method, len(seg)
     if n == 1:
         if m != "GET":
             return None, ("GET",)
-        return _json(state.subjects(deleted=_flag(q, "deleted"), prefix=_one(q, "subjectPrefix")),
-                     content_type=ct), ("GET",)
+        subjects = state.subjects(deleted=_flag(q, "deleted"), prefix=_one(q, "subjectPrefix"))
+        return _json(list(filter(visible, subjects)), content_type=ct), ("GET",)
     subject = seg[1]
     if n == 2:
         if m == "POST":

@@ -25,6 +25,7 @@ import trio
 from kbroker.errors import ErrorCode, KafkaError
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.schema_registry import formats
+from kbroker.schema_registry.access import May
 from kbroker.schema_registry.records import RecordError, decode_record, encode_record
 from kbroker.schema_registry.rest import HttpRequest, HttpResponse, Write, error, handle
 from kbroker.schema_registry.state import RegistryState
@@ -131,7 +132,8 @@ class SchemaRegistryService:
             logger.warning("schema registry: %s-0 offset %d skipped: %s", self.topic, offset, exc)
 
     # -- requests -------------------------------------------------------------------------------------
-    async def serve(self, request: HttpRequest) -> HttpResponse:
+    async def serve(self, request: HttpRequest, may: May | None = None, principal: str = "User:ANONYMOUS",
+                    ) -> HttpResponse:
         try:
             await self.ensure_topic()
         except KafkaError as exc:
@@ -139,7 +141,7 @@ class SchemaRegistryService:
         deadline = trio.current_time() + self.timeout_s
         while True:
             try:
-                return await self._serve_here(request)
+                return await self._serve_here(request, may, principal)
             except NotTheWriter as moved:
                 # a leader being elected, or this broker named leader but not yet told: wait for it
                 settling = moved.leader < 0 or moved.leader == self.broker.node_id
@@ -150,11 +152,11 @@ class SchemaRegistryService:
                     return error(500, FORWARDING_ERROR, f"No leader of {self.topic}-0 to forward the request to")
                 return await self.forward(moved.leader, request)
 
-    async def _serve_here(self, request: HttpRequest) -> HttpResponse:
-        answer = handle(self.caught_up(), request)
+    async def _serve_here(self, request: HttpRequest, may: May | None, principal: str) -> HttpResponse:
+        answer = handle(self.caught_up(), request, may, principal)
         if isinstance(answer, Write):
             async with self._write_lock:
-                answer = handle(self.caught_up(), request)
+                answer = handle(self.caught_up(), request, may, principal)
                 if isinstance(answer, Write):
                     return await self._write(answer)
         return answer

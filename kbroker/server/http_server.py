@@ -25,7 +25,8 @@ logger = logging.getLogger(__name__)
 
 RECEIVE_SIZE = 64 * 1024
 
-Respond = Callable[[h11.Request, bytes], Awaitable[tuple[int, list, bytes]]]
+#: (request, body, what `accept` learned of the connection) -> (status, headers, body)
+Respond = Callable[[h11.Request, bytes, Any], Awaitable[tuple[int, list, bytes]]]
 
 
 async def bind_http_listeners(host: str, port: int, key: str) -> list[trio.SocketListener]:
@@ -75,7 +76,11 @@ class HttpEndpoint:
         self.open_connections += 1
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=self.max_head)
         try:
-            await self._serve(conn, stream)
+            accepted = await self.accept(stream)
+            if accepted is None:
+                return
+            stream, info = accepted
+            await self._serve(conn, stream, info)
         except h11.RemoteProtocolError as exc:
             await self._refuse(conn, stream, exc.error_status_hint, str(exc))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -88,7 +93,12 @@ class HttpEndpoint:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
-    async def _serve(self, conn: h11.Connection, stream: trio.abc.Stream) -> None:
+    async def accept(self, stream: trio.abc.Stream) -> tuple[trio.abc.Stream, Any] | None:
+        """A new connection before its first request (a subclass may wrap it in TLS and learn the
+        peer); None closes it."""
+        return stream, None
+
+    async def _serve(self, conn: h11.Connection, stream: trio.abc.Stream, info: Any) -> None:
         while True:
             request = await self._next_event(conn, stream)
             if not isinstance(request, h11.Request):
@@ -108,7 +118,7 @@ class HttpEndpoint:
                         await self._refuse(conn, stream, 413, "request body too large")
                         return
                     chunks.append(event.data)
-            status, headers, body = await self.respond(request, b"".join(chunks))
+            status, headers, body = await self.respond(request, b"".join(chunks), info)
             if request.method == b"HEAD":
                 headers, body = headers + [(b"content-length", str(len(body)).encode())], b""
             await self._send(conn, stream, status, headers, body)

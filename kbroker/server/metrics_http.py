@@ -52,7 +52,7 @@ class MetricsEndpoint(HttpEndpoint):
         self.content_type = content_type
         self._encoding = trio.CapacityLimiter(1)
 
-    async def _respond(self, request: h11.Request, _body: bytes) -> tuple[int, list, bytes]:
+    async def _respond(self, request: h11.Request, _body: bytes, _info: Any) -> tuple[int, list, bytes]:
         status, headers, body = answer(request)
         if body is None:
             headers = [(b"content-type", self.content_type.encode())]

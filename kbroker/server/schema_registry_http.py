@@ -9,18 +9,27 @@ once, idle connections closed after IDLE_TIMEOUT_S.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
+import ssl
+import time
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import h11
 import trio
 
+from kbroker.api.authorization import AclAuthorizerAdapter
+from kbroker.errors import InvalidConfigError, StartupError
 from kbroker.metadata import registry_urls
+from kbroker.security.acl import AclOperation, ResourceType
+from kbroker.security.http_basic import parse_basic, verify_password
 from kbroker.schema_registry.rest import DEFAULT_CONTENT_TYPE, HttpRequest, HttpResponse, error
 from kbroker.schema_store.service import FORWARDING_ERROR, SchemaRegistryService
 from kbroker.server.http_server import HttpEndpoint, bind_http_listeners, header
+from kbroker.server.listeners import ListenerSecurity
 
 logger = logging.getLogger(__name__)
 
@@ -31,10 +40,37 @@ KEY = "schema.registry.listener"
 FORWARDED_HEADER = b"kbroker-forwarded"
 MAX_FORWARDED_ANSWER = 64 * 1024 * 1024
 REPUBLISH_INTERVAL_S = 5.0
+HANDSHAKE_TIMEOUT_S = 10.0
+LOGIN_CACHE_S = 60.0  # a checked login is trusted this long (a changed password is refused after it)
+MAX_CACHED_LOGINS = 10_000
 
 
 async def bind_schema_registry_listeners(host: str, port: int) -> list[trio.SocketListener]:
     return await bind_http_listeners(host, port, KEY)
+
+
+def registry_security(config, securities: dict[str, ListenerSecurity]) -> ListenerSecurity | None:
+    """The security listener's settings, checked against the registry's scheme (https needs the
+    listener's TLS, a TLS listener needs https); StartupError, one line, otherwise."""
+    try:
+        endpoint = config.schema_registry_security_listener
+    except InvalidConfigError as exc:
+        raise StartupError(str(exc)) from None
+    if endpoint is None or endpoint.protocol == "PLAINTEXT":
+        if config.schema_registry_tls:
+            raise StartupError("schema.registry.listener is https:// but no listener with TLS is named by "
+                               "schema.registry.security.listener (its keystore serves the registry)")
+        return None
+    security = securities[endpoint.name]
+    tls = security.ssl_context is not None
+    if tls != config.schema_registry_tls:
+        scheme = "https" if tls else "http"
+        raise StartupError(f"schema.registry.listener must be {scheme}:// with the security of listener "
+                           f"{endpoint.name} ({endpoint.protocol})")
+    if security.sasl and not any(m in security.mechanisms for m in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")):
+        raise StartupError(f"the schema registry's basic authentication needs PLAIN or SCRAM on listener "
+                           f"{endpoint.name}; it has {', '.join(security.mechanisms)}")
+    return security
 
 
 def to_request(request: h11.Request, body: bytes) -> HttpRequest:
@@ -92,15 +128,102 @@ async def forward(url: str, request: HttpRequest, timeout_s: float, max_body: in
                      f"{str(exc)[:200] or type(exc).__name__}")
 
 
+@dataclass
+class Peer:
+    host: str
+    principal: str | None  # from a client certificate (mTLS); None: to be authenticated per request
+
+
 class SchemaRegistryEndpoint(HttpEndpoint):
-    def __init__(self, listeners: list[trio.SocketListener], service: SchemaRegistryService, max_body: int) -> None:
+    """Requests handed to the service, with the principal they come as: the client certificate's
+    (an SSL security listener with client authentication), HTTP basic authentication against the
+    SASL users (a SASL_* security listener), else User:ANONYMOUS. With an ACL authorizer, the
+    principal's ACLs decide (schema_registry/access.py)."""
+
+    def __init__(self, listeners: list[trio.SocketListener], service: SchemaRegistryService, max_body: int, *,
+                 security: ListenerSecurity | None = None, authorizer=None) -> None:
         super().__init__("schema registry", listeners, self._respond, max_head=MAX_REQUEST_HEAD, max_body=max_body,
                          max_connections=MAX_CONNECTIONS, idle_timeout_s=IDLE_TIMEOUT_S)
         self.service = service
+        self.security = security
+        self.authorizer = authorizer
+        self._logins: dict[bytes, tuple[str, float]] = {}  # sha256(user, password) -> (user, expiry)
 
-    async def _respond(self, request: h11.Request, body: bytes) -> tuple[int, list, bytes]:
-        answer = await self.service.serve(to_request(request, body))
+    async def accept(self, stream: trio.abc.Stream) -> tuple[trio.abc.Stream, Peer] | None:
+        host = _peer_host(stream)
+        security = self.security
+        if security is None or security.ssl_context is None:
+            return stream, Peer(host, None)
+        tls = trio.SSLStream(stream, security.ssl_context, server_side=True)
+        try:
+            with trio.fail_after(HANDSHAKE_TIMEOUT_S):
+                await tls.do_handshake()
+        except (trio.TooSlowError, trio.BrokenResourceError, ssl.SSLError, OSError) as exc:
+            logger.info("schema registry: TLS handshake with %s failed: %s", host, exc)
+            await stream.aclose()
+            return None
+        principal = None
+        if not security.sasl:  # SSL: the certificate's principal (User:ANONYMOUS without one)
+            try:
+                principal = str(security.new_session(tls.getpeercert(binary_form=True)).principal)
+            except ValueError as exc:  # no mapping rule matches: refused as Kafka refuses it
+                logger.info("schema registry: client certificate of %s refused: %s", host, exc)
+                await tls.aclose()
+                return None
+        return tls, Peer(host, principal)
+
+    async def _respond(self, request: h11.Request, body: bytes, peer: Peer) -> tuple[int, list, bytes]:
+        principal = peer.principal
+        if principal is None:
+            principal = self._authenticate(header(request, b"authorization"))
+            if principal is None:
+                return 401, [(b"content-type", DEFAULT_CONTENT_TYPE.encode()),
+                             (b"www-authenticate", b'Basic realm="kbroker schema registry"')], \
+                    b'{"error_code":401,"message":"Unauthorized"}'
+        may = self._may(principal, peer.host) if self.authorizer is not None else None
+        answer = await self.service.serve(to_request(request, body), may, principal)
         return answer.status, [(b"content-type", answer.content_type.encode())], answer.body
+
+    def _authenticate(self, authorization: str | None) -> str | None:
+        security = self.security
+        if security is None or not security.sasl:
+            return "User:ANONYMOUS"
+        credentials = parse_basic(authorization)
+        if credentials is None:
+            return None
+        user, password = credentials
+        key = hashlib.sha256(f"{len(user)}:{user}:{password}".encode()).digest()
+        now = time.monotonic()
+        cached = self._logins.get(key)
+        if cached is not None and cached[1] > now:
+            return f"User:{cached[0]}"
+        if not verify_password(security.mechanisms, security.sasl_server, user, password):
+            return None
+        if len(self._logins) >= MAX_CACHED_LOGINS:
+            self._logins = {k: v for k, v in self._logins.items() if v[1] > now}
+            if len(self._logins) >= MAX_CACHED_LOGINS:
+                self._logins.clear()
+        self._logins[key] = (user, now + LOGIN_CACHE_S)
+        return f"User:{user}"
+
+    def _may(self, principal: str, host: str):
+        acls = self.authorizer.acl_authorizer
+        audit = self.authorizer.audit
+
+        def may(operation: str, resource_type: str, name: str) -> bool:
+            op, rtype = AclOperation[operation], ResourceType[resource_type]
+            if acls.authorize(principal, host, op, rtype, name):
+                return True
+            audit.denied(principal, host, op, rtype, name, "SchemaRegistry")
+            return False
+        return may
+
+
+def _peer_host(stream: trio.abc.Stream) -> str:
+    try:
+        return stream.socket.getpeername()[0]
+    except (AttributeError, OSError):
+        return ""
 
 
 def advertised_url(config, port: int) -> str:
@@ -114,7 +237,7 @@ def advertised_url(config, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-async def serve_schema_registry(broker, listeners: list[trio.SocketListener], *,
+async def serve_schema_registry(broker, listeners: list[trio.SocketListener], security: ListenerSecurity | None, *,
                                 task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
     """The registry's endpoint, for as long as the broker runs; in a cluster, its URL published for
     the other brokers' registries and theirs looked up to forward requests to the writer."""
@@ -129,7 +252,9 @@ async def serve_schema_registry(broker, listeners: list[trio.SocketListener], *,
         return await forward(url, request, timeout_s, MAX_FORWARDED_ANSWER)
 
     service = SchemaRegistryService(broker, forward=forward_to if metadata is not None else None)
-    endpoint = SchemaRegistryEndpoint(listeners, service, config.get("schema.registry.max.request.bytes"))
+    authorizer = broker.authorizer if isinstance(broker.authorizer, AclAuthorizerAdapter) else None
+    endpoint = SchemaRegistryEndpoint(listeners, service, config.get("schema.registry.max.request.bytes"),
+                                      security=security, authorizer=authorizer)
     url = advertised_url(config, endpoint.port)
     logger.info("schema registry served on %s", url)
     async with trio.open_nursery() as nursery:

@@ -30,7 +30,8 @@ from kbroker.security.session import ConnectionSession, Phase
 from kbroker.server import client_security, listeners as listener_security
 from kbroker.server.listeners import ListenerSecurity
 from kbroker.server.metrics_http import MetricsEndpoint, bind_metrics_listeners
-from kbroker.server.schema_registry_http import bind_schema_registry_listeners, serve_schema_registry
+from kbroker.server.schema_registry_http import (bind_schema_registry_listeners, registry_security,
+                                                 serve_schema_registry)
 from kbroker.server.tls import server_handshake, tls_recv_into, tls_send_all, tls_send_response
 from kbroker.wire.framing import FrameDecoder, FrameError
 from kbroker.wire.protocol import ProtocolError
@@ -456,8 +457,8 @@ class KafkaServer:
                 if self.metrics_listeners:
                     await background.start(self._serve_metrics)
                 if self.schema_registry_listeners:
-                    await background.start(partial(serve_schema_registry, self.broker,
-                                                   self.schema_registry_listeners))
+                    await background.start(partial(serve_schema_registry, self.broker, self.schema_registry_listeners,
+                                                   registry_security(self.config, self.securities)))
                 async with trio.open_nursery() as connections:
                     listen_scope = trio.CancelScope()
 
@@ -517,6 +518,7 @@ class KafkaServer:
         if self.config.metrics_listener is not None:
             self.metrics_listeners = await bind_metrics_listeners(*self.config.metrics_listener)
         if self.config.schema_registry_listener is not None:
+            registry_security(self.config, securities)  # a registry that cannot be secured as asked never binds
             self.schema_registry_listeners = await bind_schema_registry_listeners(
                 *self.config.schema_registry_listener)
         self._configure_connection_limits()
