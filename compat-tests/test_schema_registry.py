@@ -219,3 +219,110 @@ def test_ids_survive_a_restart(kbroker, registry):
     # a new schema gets a new id, never one handed out before the restart
     other = fresh.register_schema("sr-restart-2", Schema(json.dumps({**USER_V1, "name": "After"}), "AVRO"))
     assert other > schema_id
+
+
+# Confluent's documented rules (Schema Evolution and Compatibility, the summary table): which
+# change each level allows, checked on a subject whose version 1 is V1.
+V1 = {"type": "record", "name": "Evolving", "fields": [{"name": "a", "type": "int"},
+                                                       {"name": "b", "type": "string", "default": "x"}]}
+CHANGES = {
+    "add optional field": {**V1, "fields": V1["fields"] + [{"name": "c", "type": "int", "default": 0}]},
+    "add required field": {**V1, "fields": V1["fields"] + [{"name": "c", "type": "int"}]},
+    "delete optional field": {**V1, "fields": V1["fields"][:1]},
+    "delete required field": {**V1, "fields": V1["fields"][1:]},
+    "promote int to long": {**V1, "fields": [{"name": "a", "type": "long"}, V1["fields"][1]]},
+}
+ALLOWED = {  # change -> the levels that accept it
+    "add optional field": {"BACKWARD", "FORWARD", "FULL", "NONE"},
+    "add required field": {"FORWARD", "NONE"},
+    "delete optional field": {"BACKWARD", "FORWARD", "FULL", "NONE"},
+    "delete required field": {"BACKWARD", "NONE"},
+    "promote int to long": {"BACKWARD", "NONE"},
+}
+
+
+@pytest.mark.parametrize("level", ["BACKWARD", "FORWARD", "FULL", "NONE"])
+def test_each_level_accepts_and_refuses_what_confluent_documents(registry, level):
+    for n, (change, schema) in enumerate(CHANGES.items()):
+        subject = f"levels-{level.lower()}-{n}"
+        registry.register_schema(subject, Schema(json.dumps(V1), "AVRO"))
+        registry.set_compatibility(subject, level)
+        expected = level in ALLOWED[change]
+        assert registry.test_compatibility(subject, Schema(json.dumps(schema), "AVRO")) is expected, (level, change)
+        if expected:
+            assert registry.register_schema(subject, Schema(json.dumps(schema), "AVRO")) >= 1
+            assert registry.get_versions(subject) == [1, 2]
+        else:
+            with pytest.raises(SchemaRegistryError) as refused:
+                registry.register_schema(subject, Schema(json.dumps(schema), "AVRO"))
+            assert refused.value.http_status_code == 409
+            assert registry.get_versions(subject) == [1]
+
+
+def _record(*fields: dict) -> str:
+    return json.dumps({"type": "record", "name": "T", "fields": list(fields)})
+
+
+@pytest.mark.parametrize("level, history, candidate", [
+    # the new reader has b without a default: reads version 2's data (which has b), not version 1's
+    ("BACKWARD", [_record({"name": "a", "type": "int"}),
+                  _record({"name": "a", "type": "int"}, {"name": "b", "type": "int", "default": 1})],
+     _record({"name": "a", "type": "int"}, {"name": "b", "type": "int"})),
+    # version 2's reader has a default for b, version 1's has none: only version 2 reads data without b
+    ("FORWARD", [_record({"name": "a", "type": "int"}, {"name": "b", "type": "int"}),
+                 _record({"name": "a", "type": "int"}, {"name": "b", "type": "int", "default": 1})],
+     _record({"name": "a", "type": "int"})),
+])
+def test_transitive_levels_check_every_earlier_version(registry, level, history, candidate):
+    for transitive in (False, True):
+        subject = f"transitive-{level.lower()}-{transitive}"
+        registry.set_compatibility(subject, "NONE")
+        for text in history:
+            registry.register_schema(subject, Schema(text, "AVRO"))
+        registry.set_compatibility(subject, level + ("_TRANSITIVE" if transitive else ""))
+        # (POST /compatibility/.../versions/latest checks against the latest version only, as Confluent's)
+        assert registry.test_compatibility(subject, Schema(candidate, "AVRO")) is True
+        if transitive:
+            with pytest.raises(SchemaRegistryError) as refused:
+                registry.register_schema(subject, Schema(candidate, "AVRO"))
+            assert refused.value.http_status_code == 409
+        else:
+            assert registry.register_schema(subject, Schema(candidate, "AVRO")) >= 1
+
+
+def test_references_and_soft_deleted_schemas_coming_back(kbroker, registry):
+    from confluent_kafka.schema_registry import SchemaReference
+    from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+
+    address = {"type": "record", "name": "Address", "namespace": "com.example",
+               "fields": [{"name": "city", "type": "string"}]}
+    person = {"type": "record", "name": "Person", "namespace": "com.example",
+              "fields": [{"name": "name", "type": "string"}, {"name": "home", "type": "com.example.Address"}]}
+    registry.register_schema("address", Schema(json.dumps(address), "AVRO"))
+    ref = SchemaReference("com.example.Address", "address", 1)
+    topic = topic_name("sr-refs")
+    person_id = registry.register_schema(f"{topic}-value", Schema(json.dumps(person), "AVRO", [ref]))
+    status, _, body = _http("GET", "/subjects/address/versions/1/referencedby")
+    assert (status, json.loads(body)) == (200, [person_id])
+    status, _, body = _http("DELETE", "/subjects/address/versions/1")
+    assert (status, json.loads(body)["error_code"]) == (422, 42206)  # still referenced
+
+    # the serializers resolve the reference through the registry
+    serializer = AvroSerializer(registry, None, conf={"auto.register.schemas": False, "use.latest.version": True})
+    people = [{"name": "ann", "home": {"city": "Oslo"}}, {"name": "bo", "home": {"city": "Rome"}}]
+    _produce(kbroker, topic, serializer, people)
+    decode = AvroDeserializer(SchemaRegistryClient({"url": REGISTRY_URL}))
+    assert [decode(v, SerializationContext(topic, MessageField.VALUE)) for v in _consume(kbroker, topic, 2)] == people
+
+    # a soft-deleted schema registered again comes back with its id, under a new version
+    subject = "comeback-value"
+    first = registry.register_schema(subject, Schema(json.dumps(USER_V1), "AVRO"))
+    registry.delete_version(subject, 1)
+    fresh = SchemaRegistryClient({"url": REGISTRY_URL})  # the first client's cache would not ask again
+    assert fresh.register_schema(subject, Schema(json.dumps(USER_V1), "AVRO")) == first
+    assert registry.get_versions(subject) == [2]
+    # hard-deleted and registered again: an id is never handed to another schema
+    registry.delete_subject(subject)
+    registry.delete_subject(subject, permanent=True)
+    again = fresh.register_schema(subject, Schema(json.dumps({**USER_V1, "name": "Other"}), "AVRO"))
+    assert again != first

@@ -96,8 +96,8 @@ class ConsoleRegistry:
         schema_type = schemas.schema_type_of(body)
         if schema_type == PROTOBUF:
             body = self._get(f"/schemas/ids/{schema_id}", format="serialized")
-        references = self._references(body.get("references"), "serialized" if schema_type == PROTOBUF else None,
-                                      set(), 0)
+        references = [] if schema_type == JSON else self._references(  # JSON needs none to read the JSON
+            body.get("references"), "serialized" if schema_type == PROTOBUF else None, set(), 0)
         text = str(body.get("schema") or "")
         if schema_type == AVRO:
             decoder = schemas.avro_decoder(text, references)

@@ -101,7 +101,7 @@ def protobuf_classes():
     money.name = "common/money.proto"
     pool.Add(money)
     pool.Add(shop_file())
-    get = lambda name: message_factory.GetMessageClass(pool.FindMessageTypeByName(name))  # noqa: E731
+    get = lambda name: message_factory.GetMessageClass(pool.FindMessageTypeByName(name))
     return get("shop.Order"), get("shop.Order.Line"), get("shop.Ping")
 
 
@@ -336,3 +336,33 @@ def test_schemas_pages():
     assert detail.compatibility == schemas.Setting("FULL", False)
     assert detail.mode == schemas.Setting("READWRITE", True)
     assert registry.subject("orders-value", 1).selected.schema_type == "JSON"
+
+
+def test_the_command_options(monkeypatch, capsys):
+    """--schema-registry-url (else $KBROKER_SCHEMA_REGISTRY_URL) and its basic auth reach the app
+    as a ConsoleRegistry; a URL or credentials that cannot work are usage errors (exit 2)."""
+    import uvicorn
+
+    from kbroker import cli
+    from kbroker.console import app
+
+    made = []
+    monkeypatch.setattr(app, "create_app", lambda *a, **kw: made.append(kw["registry"]) or "app")
+    monkeypatch.setattr(uvicorn, "run", lambda *a, **kw: None)
+    monkeypatch.delenv("KBROKER_SCHEMA_REGISTRY_URL", raising=False)
+    monkeypatch.delenv("KBROKER_SCHEMA_REGISTRY_BASIC_AUTH", raising=False)
+    assert cli.main(["console", "--port", "0"]) == 0 and made == [None]
+    assert cli.main(["console", "--schema-registry-url", "http://reg.test:8081/prefix",
+                     "--schema-registry-basic-auth", "u:p"]) == 0
+    assert made[-1].url == "http://reg.test:8081/prefix" and made[-1].client.headers["Authorization"] == "Basic dTpw"
+    monkeypatch.setenv("KBROKER_SCHEMA_REGISTRY_URL", "http://env.test:1")
+    assert cli.main(["console"]) == 0 and made[-1].url == "http://env.test:1"
+    monkeypatch.delenv("KBROKER_SCHEMA_REGISTRY_URL")
+    capsys.readouterr()
+    for argv, why in ((["--schema-registry-url", "ftp://x"], "--schema-registry-url must be http"),
+                      (["--schema-registry-basic-auth", "u:p"], "needs --schema-registry-url"),
+                      (["--schema-registry-url", "http://h:1", "--schema-registry-basic-auth", "nocolon"],
+                       "--schema-registry-basic-auth takes USER:PASSWORD")):
+        assert cli.main(["console", *argv]) == 2, argv
+        assert why in capsys.readouterr().err
+    assert len(made) == 3
