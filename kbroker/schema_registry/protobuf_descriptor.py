@@ -31,6 +31,7 @@ from google.protobuf import descriptor_pb2
 from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
+from kbroker.schema_registry.protobuf_literals import escape_bytes, escape_text, parse_int, unescape
 from kbroker.schema_registry.protobuf_model import (
     MAX_ENUM_NUMBER,
     MAX_FIELD_NUMBER,
@@ -113,104 +114,6 @@ def map_entry_name(field_name: str) -> str:
     return "".join(out) + "Entry"
 
 
-_SIMPLE_ESCAPES = {
-    "n": 10, "r": 13, "t": 9, "a": 7, "b": 8, "f": 12, "v": 11,
-    "\\": 92, "'": 39, '"': 34, "?": 63,
-}
-
-
-def _unescape(raw: str) -> bytes:
-    """The bytes of a .proto string literal's body as written (escapes kept by the parser)."""
-    out = bytearray()
-    i, n = 0, len(raw)
-    while i < n:
-        c = raw[i]
-        if c != "\\" or i + 1 == n:
-            out += c.encode("utf-8")
-            i += 1
-            continue
-        e = raw[i + 1]
-        if e in _SIMPLE_ESCAPES:
-            out.append(_SIMPLE_ESCAPES[e])
-            i += 2
-        elif e in "xX":
-            m = re.match(r"[0-9A-Fa-f]{1,2}", raw[i + 2 :])
-            if m:
-                out.append(int(m.group(), 16))
-                i += 2 + len(m.group())
-            else:
-                out.append(ord(e))
-                i += 2
-        elif e in "01234567":
-            m = re.match(r"[0-7]{1,3}", raw[i + 1 :])
-            assert m is not None
-            out.append(int(m.group(), 8) & 0xFF)
-            i += 1 + len(m.group())
-        elif e in "uU":
-            width = 4 if e == "u" else 8
-            digits = raw[i + 2 : i + 2 + width]
-            if len(digits) == width and all(d in "0123456789abcdefABCDEF" for d in digits):
-                code = int(digits, 16)
-                out += chr(code).encode("utf-8", "surrogatepass") if code <= 0x10FFFF else b"?"
-                i += 2 + width
-            else:
-                out.append(ord(e))
-                i += 2
-        else:
-            out += e.encode("utf-8")
-            i += 2
-    return bytes(out)
-
-
-def _escape_bytes(data: bytes) -> str:
-    """protoc's CEscape: printable ASCII as is, the rest as octal escapes."""
-    out: list[str] = []
-    for b in data:
-        if b == 10:
-            out.append("\\n")
-        elif b == 13:
-            out.append("\\r")
-        elif b == 9:
-            out.append("\\t")
-        elif b in (34, 39, 92):
-            out.append("\\" + chr(b))
-        elif 32 <= b < 127:
-            out.append(chr(b))
-        else:
-            out.append(f"\\{b:03o}")
-    return "".join(out)
-
-
-def _escape_text(text: str) -> str:
-    """A string for a .proto literal: printable non-ASCII characters kept, the rest escaped."""
-    out: list[str] = []
-    for c in text:
-        if ord(c) >= 128 and c.isprintable():
-            out.append(c)
-        else:
-            out.append(_escape_bytes(c.encode("utf-8", "surrogatepass")))
-    return "".join(out)
-
-
-def _int(value: object) -> int:
-    if isinstance(value, bool):
-        raise TypeError(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
-        text = value.strip()
-        sign = -1 if text.startswith("-") else 1
-        body = text.lstrip("+-")
-        if body.lower().startswith("0x"):
-            return sign * int(body, 16)
-        if len(body) > 1 and body.startswith("0"):
-            return sign * int(body, 8)
-        return sign * int(body)
-    raise ValueError(value)
-
-
 def _float(value: object) -> float:
     if isinstance(value, bool):
         raise TypeError(value)
@@ -271,19 +174,19 @@ def _set_options(target, options: list[ast.Option], skip: tuple[str, ...] = ()) 
                 if isinstance(name, str):
                     value = fd.enum_type.values_by_name[name].number
                 else:
-                    value = _int(name)
+                    value = parse_int(name)
             elif fd.type == fd.TYPE_STRING:
                 if not isinstance(value, str):
                     continue
-                value = _unescape(value).decode("utf-8", "replace")
+                value = unescape(value).decode("utf-8", "replace")
             elif fd.type == fd.TYPE_BYTES:
                 if not isinstance(value, str):
                     continue
-                value = _unescape(value)
+                value = unescape(value)
             elif fd.type in (fd.TYPE_DOUBLE, fd.TYPE_FLOAT):
                 value = _float(value)
             else:
-                value = _int(value)
+                value = parse_int(value)
             setattr(target, o.name, value)
         except (KeyError, ValueError, TypeError, OverflowError):
             continue
@@ -433,7 +336,7 @@ class _Describer:
                 self._type(p, f.kind, f.type_name)
         written = _option(f.options, "json_name")
         if isinstance(written, str):
-            p.json_name = _unescape(written).decode("utf-8", "replace")
+            p.json_name = unescape(written).decode("utf-8", "replace")
         elif not extension:
             p.json_name = json_name(f.name)
         default = _option(f.options, "default")
@@ -454,16 +357,16 @@ class _Describer:
                 return value.name if isinstance(value, ast.Identifier) else None
             t = f.type_name
             if t == "string":
-                return _unescape(value).decode("utf-8", "replace") if isinstance(value, str) else None
+                return unescape(value).decode("utf-8", "replace") if isinstance(value, str) else None
             if t == "bytes":
-                return _escape_bytes(_unescape(value)) if isinstance(value, str) else None
+                return escape_bytes(unescape(value)) if isinstance(value, str) else None
             if t == "bool":
                 if isinstance(value, ast.Identifier):
                     value = value.name == "true"
                 return ("true" if value else "false") if isinstance(value, bool) else None
             if t in ("double", "float"):
                 return _float_text(_float(value))
-            return str(_int(value))
+            return str(parse_int(value))
         except (ValueError, TypeError, OverflowError):
             return None
 
@@ -627,9 +530,9 @@ def _options_text(options) -> list[str]:
             v = fd.enum_type.values_by_number.get(value)
             shown = v.name if v is not None else str(value)
         elif fd.type == fd.TYPE_STRING:
-            shown = '"' + _escape_text(value) + '"'
+            shown = '"' + escape_text(value) + '"'
         elif fd.type == fd.TYPE_BYTES:
-            shown = '"' + _escape_bytes(value) + '"'
+            shown = '"' + escape_bytes(value) + '"'
         elif fd.type in (fd.TYPE_DOUBLE, fd.TYPE_FLOAT):
             shown = _float_text(value)
         else:
@@ -661,7 +564,7 @@ class _Writer:
             out.append("")
         for i, dep in enumerate(fd.dependency):
             kind = "public " if i in public else "weak " if i in weak else ""
-            out.append(f'import {kind}"{_escape_text(dep)}";')
+            out.append(f'import {kind}"{escape_text(dep)}";')
         file_options = _options_text(fd.options)
         if file_options:
             out.append("")
@@ -793,16 +696,16 @@ class _Writer:
         if f.HasField("default_value"):
             opts.append(f"default = {self._default(f)}")
         if f.HasField("json_name") and f.json_name != json_name(f.name) and not f.extendee:
-            opts.append(f'json_name = "{_escape_text(f.json_name)}"')
+            opts.append(f'json_name = "{escape_text(f.json_name)}"')
         opts += _options_text(f.options)
         return f" [{', '.join(opts)}]" if opts else ""
 
     def _default(self, f: descriptor_pb2.FieldDescriptorProto) -> str:
         v = f.default_value
         if f.type == _FDP.TYPE_STRING:
-            return '"' + _escape_text(v) + '"'
+            return '"' + escape_text(v) + '"'
         if f.type == _FDP.TYPE_BYTES:
-            return '"' + _escape_bytes(_unescape(v)) + '"'
+            return '"' + escape_bytes(unescape(v)) + '"'
         if f.type == _FDP.TYPE_BOOL:
             if v not in ("true", "false"):
                 raise _Refused(f"bad bool default {v[:100]!r}")
@@ -810,7 +713,7 @@ class _Writer:
         if f.type in _FLOATS:
             return _float_text(float(v))
         if f.type in _SCALAR_NAMES:
-            return str(_int(v))
+            return str(parse_int(v))
         return _ident(v)  # an enum value's name
 
     def extends(self, fields) -> list[str]:

@@ -8,10 +8,13 @@ printer of the normalized form (`ProtobufSchema.canonical()`). Pure: no I/O.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
 from proto_schema_parser import ast
+
+from kbroker.schema_registry.protobuf_literals import parse_int, quoted
 
 __all__ = [
     "MAP_KEY_TYPES",
@@ -272,6 +275,8 @@ class _Printer:
         return " [" + ", ".join(self.option(o) for o in _sorted_options(options)) + "]"
 
     def field(self, f: Field) -> str:
+        if f.kind == "scalar" and f.type_name in INTEGER_SCALARS:  # a hex or octal default: its number
+            f = dataclasses.replace(f, options=[_numeric_default(o) for o in f.options])
         if f.kind == "map":
             value = f.value_type if f.value_kind == "scalar" else f".{f.value_type}"
             return f"map<{f.key_type}, {value}> {f.name} = {f.number}{self.compact(f.options)};"
@@ -399,6 +404,19 @@ def _sorted_options(options: list[ast.Option]) -> list[ast.Option]:
     )  # stable: repeated options keep their order
 
 
+INTEGER_SCALARS = frozenset({"int32", "int64", "uint32", "uint64", "sint32", "sint64", "fixed32", "fixed64",
+                             "sfixed32", "sfixed64"})
+
+
+def _numeric_default(o: ast.Option) -> ast.Option:
+    if o.name == "default" and isinstance(o.value, str):
+        try:
+            return dataclasses.replace(o, value=parse_int(o.value))
+        except ValueError:
+            return o
+    return o
+
+
 def _value(v: object) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
@@ -411,9 +429,7 @@ def _value(v: object) -> str:
             return "inf" if v > 0 else "-inf"
         return repr(v)
     if isinstance(v, str):
-        return (
-            '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-        )
+        return quoted(v)
     if isinstance(v, ast.Identifier):
         return v.name
     if isinstance(v, ast.MessageLiteral):

@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from kbroker.schema_registry.errors import InvalidSchema
 from kbroker.schema_registry.json_schema import (
-    COMPATIBLE_CHANGES,
     LEVELS,
     JsonSchema,
     check,
