@@ -685,3 +685,21 @@ def test_proto3_implicit_label_compares_as_optional():
     assert (found, ok) == (set(), True)
     found, ok = diff(implicit, P3 + "message M { repeated int32 n = 1; }")
     assert (found, ok) == ({"FIELD_NUMERIC_LABEL_CHANGED #/M/1"}, False)
+
+
+def test_literals_are_normalized_once_whatever_their_quotes_and_base():
+    """The parser keeps a string's escapes as written and hex integers as text: the normalized form
+    writes each literal once, canonically, and normalizing it again changes nothing."""
+    text = r'''syntax = "proto2";
+message M {
+  optional string a = 1 [default = "a\001\"q"];
+  optional string b = 2 [default = 'it\'s "x"'];
+  optional int32 c = 3 [default = -0x10];
+  optional bytes d = 4 [default = "\xff\n"];
+}'''
+    normalized = parse(text).canonical()
+    assert r'[default = "a\001\"q"]' in normalized
+    assert r'''[default = "it\'s \"x\""]''' in normalized
+    assert "[default = -16]" in normalized
+    assert r'[default = "\377\n"]' in normalized
+    assert parse(normalized).canonical() == normalized
