@@ -597,6 +597,15 @@ def phase_share(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_schema_registry(ctx: Ctx) -> list[dict]:
+    """The built-in schema registry on a broker of its own (pinned to CPU 0, the HTTP clients to
+    CPU 1): registrations under BACKWARD_TRANSITIVE, lookups by id and by schema, RSS with 10,000
+    schemas and the restart's time to the first answer (benchmarks/schema_registry.py)."""
+    from benchmarks.schema_registry import phase_schema_registry as run
+
+    return run(ctx)
+
+
 def phase_acl(ctx: Ctx) -> list[dict]:
     """ACL authorization on brokers of their own: produce and fetch requests with the AclAuthorizer
     and 10,000 ACLs next to no authorizer (benchmarks/acl.py)."""
@@ -628,10 +637,11 @@ PHASES = {
     "groups": phase_groups,
     "groups-cpu": phase_groups_cpu,
     "share": phase_share,
+    "schema-registry": phase_schema_registry,
     "cluster": phase_cluster,
     "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,
 }
 REPEATABLE = {"produce", "metrics", "consume", "downconvert", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security", "acl", "groups", "groups-cpu", "share"}
 # left out of --quick and of runs against --bootstrap unless named in --only
-OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "downconvert", "acl", "groups", "groups-cpu", "share"}
+OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "downconvert", "acl", "groups", "groups-cpu", "share", "schema-registry"}

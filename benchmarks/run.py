@@ -97,6 +97,9 @@ TARGETS = {
     "share.scale.share16": [("ratio_to_1", ">=", 10, "16 consumers ≥ 10 x 1 consumer on 1 partition")],
     "share.throughput.share": [("ratio_to_classic", ">=", 0.5, "≥ 50% of a classic group's records/s")],
     "share.redelivery": [("p99_ms", "<=", "target_ms", "p99 kill-to-redelivery ≤ lock duration + 1 s")],
+    # schema registry: lookups by id, the serializers' hot call, on one broker core
+    "schema_registry.lookup.get": [("requests_s", ">=", 5000, "≥ 5,000 req/s on one core"),
+                                   ("p99_ms", "<=", 5, "p99 ≤ 5 ms")],
 }
 # key -> Kafka 3.8's figure for a run the issue sets no target for (shown in the target column)
 REFERENCES = {
@@ -117,6 +120,12 @@ REFERENCES = {
     "share.scale.classic1": "(classic: for comparison)",
     "share.scale.classic4": "(classic: 1 partition, 1 member works)",
     "share.throughput.classic": "(the base of the share ratio)",
+    "schema_registry.lookup.get1": "(one connection: the latency floor; no target)",
+    "schema_registry.lookup.get4": "(no target; see 8 connections)",
+    "schema_registry.lookup.post": "(what a serializer without a cache sends; no target)",
+    "schema_registry.register.sequential": "(total time and p50/p99 asked; no figure set)",
+    "schema_registry.register.concurrent": "(total time and p50/p99 asked; no figure set)",
+    "schema_registry.memory": "(RSS and restart asked; no figure set)",
 }
 RATIOS = {"ratio_to_classic": "classic", "ratio_to_1": "1 consumer", "ratio_to_authorizer_off": "authorizer off", "ratio_to_batches": "batches (Fetch v16)", "ratio_to_alone": "alone", "ratio_to_local": "local", "ratio_to_off": "metrics off", "ratio_to_unfiltered": "unfiltered", "ratio_to_p1": "1 part", "ratio_to_idempotent": "idempotent", "ratio_to_uncommitted": "read_uncommitted", "ratio_to_plaintext": "plaintext"}
 QUICK_NA = {"partitions10k", "connections",  # targets stated for full-size numbers only
@@ -391,6 +400,23 @@ def describe(row: dict) -> str:
                 f"{_f((m.get('share_of_heartbeat') or float('nan')) * 100, '{:.0f}')}% of the broker's "
                 f"{_f(m.get('broker_us_per_heartbeat'), '{:.0f}')} us; whole request path in-process "
                 f"{_f(m.get('request_path_us'), '{:.0f}')} us")
+    if kind == "lookup":
+        return (f"{_f(m.get('requests_s'), '{:,.0f}')} req/s  p50 {_f(m.get('p50_ms'), '{:.2f}')}  p99 "
+                f"{_f(m.get('p99_ms'), '{:.2f}')}  max {_f(m.get('max_ms'), '{:.1f}')} ms  broker "
+                f"{_f(m.get('broker_cpu_s_per_1000'), '{:.3f}')} CPU-s/1000 req = {_f(m.get('capacity_req_s_per_core'), '{:,.0f}')} req/s "
+                f"per core ({_f((m.get('broker_cpu_busy') or float('nan')) * 100, '{:.0f}')}% "
+                f"of its core; clients {_f((m.get('client_cpu_busy') or float('nan')) * 100, '{:.0f}')}%)")
+    if kind == "registration":
+        return (f"{_f(m.get('registrations'), '{:,.0f}')} in {_f(m.get('total_s'))} s = "
+                f"{_f(m.get('requests_s'), '{:,.0f}')}/s  p50 {_f(m.get('p50_ms'), '{:.2f}')}  p99 "
+                f"{_f(m.get('p99_ms'), '{:.2f}')}  max {_f(m.get('max_ms'), '{:.1f}')} ms  broker "
+                f"{_f(m.get('broker_cpu_ms_per_request'), '{:.2f}')} CPU-ms each")
+    if kind == "registry-memory":
+        return (f"RSS {_f(m.get('rss_before_mb'), '{:.0f}')} MB before, {_f(m.get('rss_mb'), '{:.0f}')} MB with "
+                f"{_f(m.get('schemas'), '{:,.0f}')} schemas (+{_f(m.get('bytes_per_schema'), '{:,.0f}')} B each), "
+                f"{_f(m.get('rss_after_restart_mb'), '{:.0f}')} MB after restart; restart to first answer "
+                f"{_f(m.get('restart_first_answer_s'), '{:.2f}')} s (Kafka port {_f(m.get('restart_kafka_s'), '{:.2f}')} s; "
+                f"reading _schemas {_f(m.get('restart_read_s'), '{:.2f}')} s of it)")
     if kind == "error":
         return m.get("error", "")[:100]
     return json.dumps(m)[:100]
@@ -499,7 +525,8 @@ def main(argv: list[str] | None = None) -> int:
                     results.setdefault(r["key"], r)
         for key, metric_runs in runs.items():
             results[key]["metrics"] = merge(metric_runs)
-        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "acl", "groups", "groups-cpu", "share")
+        main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "acl", "groups", "groups-cpu", "share",
+                                                       "schema-registry")
                                              for p in args.phases)
         if ctx.stats is not None and main_used:
             mem = ctx.stats.memory_mb()

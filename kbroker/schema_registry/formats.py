@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kbroker.schema_registry import avro, json_schema, protobuf, protobuf_descriptor
@@ -51,17 +51,22 @@ def _parse_cached(schema_type: str, text: str, references: tuple[tuple[str, str]
     return module.parse(text, dict(references))
 
 
-def parsed(schema_type: str, text: str, deps: Sequence[Dependency] = ()) -> Any:
-    """The parsed schema (avro.AvroSchema, json_schema.JsonSchema, protobuf.ProtobufSchema);
-    InvalidSchema when it is not one."""
+def _invalid(call: Callable[..., Any], *args: Any) -> Any:
+    """`call(*args)`, a parser's own errors on odd input turned into InvalidSchema."""
     try:
-        return _parse_cached(schema_type, text, _references(deps))
+        return call(*args)
     except InvalidSchema:
         raise
     except RecursionError:
         raise InvalidSchema("the schema nests too deeply") from None
-    except (ValueError, TypeError, KeyError) as exc:  # a parser's own error on odd input
+    except (ValueError, TypeError, KeyError) as exc:
         raise InvalidSchema(str(exc)[:500]) from None
+
+
+def parsed(schema_type: str, text: str, deps: Sequence[Dependency] = ()) -> Any:
+    """The parsed schema (avro.AvroSchema, json_schema.JsonSchema, protobuf.ProtobufSchema);
+    InvalidSchema when it is not one."""
+    return _invalid(_parse_cached, schema_type, text, _references(deps))
 
 
 def stored_text(schema_type: str, schema: Any, normalize: bool) -> str:
@@ -78,7 +83,13 @@ def parse(schema_type: str, text: str, deps: Sequence[Dependency], normalize: bo
     """The state's `Parser`: validates `text` (with its dependencies) and returns the text to store."""
     if not text.strip():
         raise InvalidSchema("Empty schema")
-    return stored_text(schema_type, parsed(schema_type, text, deps), normalize)
+    return _invalid(_stored_cached, schema_type, text, _references(deps), normalize)
+
+
+@functools.lru_cache(maxsize=CACHE_SIZE)
+def _stored_cached(schema_type: str, text: str, references: tuple[tuple[str, str], ...], normalize: bool) -> str:
+    """Lookups (POST /subjects/{s}) send the same texts again and again: the stored form is kept."""
+    return stored_text(schema_type, _parse_cached(schema_type, text, references), normalize)
 
 
 def check(schema_type: str, level: str, new_text: str, new_deps: Sequence[Dependency],

@@ -59,7 +59,8 @@ from kbroker.schema_registry.state import (
     parse_version,
 )
 
-__all__ = ["CONTENT_TYPES", "DEFAULT_CONTENT_TYPE", "HttpRequest", "HttpResponse", "Write", "handle", "error"]
+__all__ = ["CONTENT_TYPES", "DEFAULT_CONTENT_TYPE", "HttpRequest", "HttpResponse", "Write", "error", "handle",
+           "may_write"]
 
 DEFAULT_CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 #: what a request body may be sent as, and what an answer may be asked for (Confluent's and Karapace's)
@@ -247,6 +248,17 @@ def _schema_id(segment: str, ct: str) -> int:
     if not text.isdigit() or len(text) > 10:
         raise _Refused(error(404, 40403, f"Schema {segment[:20]} not found", ct))
     return int(text)
+
+
+def may_write(request: HttpRequest) -> bool:
+    """Whether `handle` may answer the request with a `Write`: PUT, DELETE, and POST but for lookups
+    (``POST /subjects/{s}``) and compatibility checks."""
+    if request.method in ("PUT", "DELETE"):
+        return True
+    if request.method != "POST":
+        return False
+    path = request.path.rstrip("/")
+    return not path.startswith("/compatibility/") and path.endswith("/versions") and path.startswith("/subjects/")
 
 
 def handle(state: RegistryState, request: HttpRequest, may: access.May | None = None,

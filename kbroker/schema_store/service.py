@@ -27,7 +27,7 @@ from kbroker.log.topic_partition import TopicPartition
 from kbroker.schema_registry import formats
 from kbroker.schema_registry.access import May
 from kbroker.schema_registry.records import RecordError, decode_record, encode_record
-from kbroker.schema_registry.rest import HttpRequest, HttpResponse, Write, error, handle
+from kbroker.schema_registry.rest import HttpRequest, HttpResponse, Write, error, handle, may_write
 from kbroker.schema_registry.state import RegistryState
 from kbroker.wire.internal_records import build_internal_batch, iter_internal_batches
 from kbroker.wire.records import iter_batch_headers, validate_batches
@@ -134,10 +134,11 @@ class SchemaRegistryService:
     # -- requests -------------------------------------------------------------------------------------
     async def serve(self, request: HttpRequest, may: May | None = None, principal: str = "User:ANONYMOUS",
                     ) -> HttpResponse:
-        try:
-            await self.ensure_topic()
-        except KafkaError as exc:
-            return error(500, FORWARDING_ERROR, f"The registry's topic {self.topic} is not available: {exc}")
+        if self.broker.metadata.topic(self.topic) is None:
+            try:
+                await self.ensure_topic()
+            except KafkaError as exc:
+                return error(500, FORWARDING_ERROR, f"The registry's topic {self.topic} is not available: {exc}")
         deadline = trio.current_time() + self.timeout_s
         while True:
             try:
@@ -153,13 +154,15 @@ class SchemaRegistryService:
                 return await self.forward(moved.leader, request)
 
     async def _serve_here(self, request: HttpRequest, may: May | None, principal: str) -> HttpResponse:
-        answer = handle(self.caught_up(), request, may, principal)
-        if isinstance(answer, Write):
-            async with self._write_lock:
-                answer = handle(self.caught_up(), request, may, principal)
-                if isinstance(answer, Write):
-                    return await self._write(answer)
-        return answer
+        if not may_write(request):  # a read: answered from the state as it is, no lock
+            answer = handle(self.caught_up(), request, may, principal)
+            assert not isinstance(answer, Write), request
+            return answer
+        async with self._write_lock:  # one decision at a time, each on the state the previous one left
+            answer = handle(self.caught_up(), request, may, principal)
+            if isinstance(answer, Write):
+                return await self._write(answer)
+            return answer
 
     async def _write(self, write: Write) -> HttpResponse:
         records = write.decision.records

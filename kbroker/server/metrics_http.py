@@ -1,5 +1,5 @@
 """The Prometheus endpoint on `metrics.listener`: GET (or HEAD) /metrics over HTTP/1.1, keep-alive,
-parsed by h11. Socket I/O, so it lives in server/. A scrape takes the broker's metrics in two
+(server/http_server.py). Socket I/O, so it lives in server/. A scrape takes the broker's metrics in two
 steps (kbroker/metrics/collector): `collect()` on the event loop, so it reads the broker's state
 between two requests, never in the middle of one; `encode()` (the text format, the larger part
 with many partitions) in a worker thread, so the event loop keeps serving meanwhile.
@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import h11
 import trio
 
-from kbroker.server.http_server import HttpEndpoint, bind_http_listeners
+from kbroker.server.http_server import HttpEndpoint, Request, bind_http_listeners
 
 MAX_REQUEST_HEAD = 16 * 1024
 MAX_REQUEST_BODY = 64 * 1024
@@ -31,7 +30,7 @@ async def bind_metrics_listeners(host: str, port: int) -> list[trio.SocketListen
     return await bind_http_listeners(host, port, "metrics.listener")
 
 
-def answer(request: h11.Request) -> tuple[int, list, bytes | None]:
+def answer(request: Request) -> tuple[int, list, bytes | None]:
     """(status, headers, body) for one request; body None: the metrics (GET/HEAD /metrics, any query)."""
     path = request.target.split(b"?", 1)[0]
     if path != METRICS_PATH:
@@ -52,7 +51,7 @@ class MetricsEndpoint(HttpEndpoint):
         self.content_type = content_type
         self._encoding = trio.CapacityLimiter(1)
 
-    async def _respond(self, request: h11.Request, _body: bytes, _info: Any) -> tuple[int, list, bytes]:
+    async def _respond(self, request: Request, _body: bytes, _info: Any) -> tuple[int, list, bytes]:
         status, headers, body = answer(request)
         if body is None:
             headers = [(b"content-type", self.content_type.encode())]

@@ -28,7 +28,7 @@ from kbroker.security.acl import AclOperation, ResourceType
 from kbroker.security.http_basic import parse_basic, verify_password
 from kbroker.schema_registry.rest import DEFAULT_CONTENT_TYPE, HttpRequest, HttpResponse, error
 from kbroker.schema_store.service import FORWARDING_ERROR, SchemaRegistryService
-from kbroker.server.http_server import HttpEndpoint, bind_http_listeners, header
+from kbroker.server.http_server import HttpEndpoint, Request, bind_http_listeners, header
 from kbroker.server.listeners import ListenerSecurity
 
 logger = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def registry_security(config, securities: dict[str, ListenerSecurity]) -> Listen
     return security
 
 
-def to_request(request: h11.Request, body: bytes) -> HttpRequest:
+def to_request(request: Request, body: bytes) -> HttpRequest:
     target = request.target.decode("latin-1")
     path, _, query = target.partition("?")
     return HttpRequest(request.method.decode("latin-1").upper(), path, query, body,
@@ -172,7 +172,7 @@ class SchemaRegistryEndpoint(HttpEndpoint):
                 return None
         return tls, Peer(host, principal)
 
-    async def _respond(self, request: h11.Request, body: bytes, peer: Peer) -> tuple[int, list, bytes]:
+    async def _respond(self, request: Request, body: bytes, peer: Peer) -> tuple[int, list, bytes]:
         principal = peer.principal
         if principal is None:
             principal = self._authenticate(header(request, b"authorization"))
