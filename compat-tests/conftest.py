@@ -384,19 +384,104 @@ def pytest_configure(config: pytest.Config) -> None:
 # client-family group scenarios would otherwise keep one worker busy for minutes.
 SPLIT_BY_FAMILY = ("test_groups_families.py", "test_share_groups_families.py")
 
+# Longest-processing-time-first: the work units are handed out longest first, so the run ends on
+# short modules running side by side instead of one worker finishing a long module alone (xdist's
+# own order, most tests first, put the one-test cluster and Spark modules last). Worker seconds of
+# each module that takes 25 s or more, from a full `-n 3` run (`--durations=0`, summed per file,
+# rounded to 5 s); only the order matters, so refresh it when a module's place changes a lot. A
+# module split by SPLIT_BY_FAMILY: each family its share by test count. A module not listed:
+# UNLISTED_COMPAT_S under compat-tests/ (after the known slow ones, before the unit tests),
+# UNLISTED_S elsewhere; ties keep collection order.
+EXPECTED_S = {
+    "compat-tests/test_groups_families.py": 455,
+    "compat-tests/test_java.py": 230,
+    "compat-tests/test_cluster_failover.py": 180,
+    "compat-tests/test_cluster_groups.py": 160,
+    "compat-tests/test_cluster_reassign.py": 155,
+    "compat-tests/test_share_groups_families.py": 155,
+    "compat-tests/test_spark_streaming.py": 140,
+    "compat-tests/test_cluster_java_admin.py": 130,
+    "compat-tests/test_cluster_secured.py": 125,
+    "compat-tests/test_security_refusals.py": 115,
+    "compat-tests/test_cluster_rebalance.py": 115,
+    "compat-tests/test_cluster_decrease.py": 105,
+    "compat-tests/test_transactions.py": 100,
+    "compat-tests/test_topics_cli.py": 95,
+    "compat-tests/test_cluster_transactions.py": 85,
+    "compat-tests/test_share_groups_cli.py": 85,
+    "compat-tests/test_groups_cli.py": 75,
+    "compat-tests/test_spark_batch.py": 70,
+    "compat-tests/test_dynamic_configs.py": 70,
+    "compat-tests/test_acls_admin.py": 70,
+    "compat-tests/test_quotas.py": 65,
+    "compat-tests/test_dev_security.py": 65,
+    "compat-tests/test_cluster_status.py": 60,
+    "compat-tests/test_startup.py": 55,
+    "compat-tests/test_cluster_java.py": 55,
+    "compat-tests/test_testing_fixture.py": 55,
+    "compat-tests/test_spark_cluster.py": 55,
+    "compat-tests/test_cluster_kafkajs.py": 55,
+    "compat-tests/test_transactions_kafkajs.py": 55,
+    "compat-tests/test_kafkajs.py": 50,
+    "compat-tests/test_jbod.py": 50,
+    "compat-tests/test_delivery_semantics.py": 45,
+    "compat-tests/test_cluster_group_configs.py": 45,
+    "compat-tests/test_retry.py": 45,
+    "compat-tests/test_groups_migration.py": 40,
+    "compat-tests/test_scram_users.py": 40,
+    "compat-tests/test_security_clients.py": 40,
+    "compat-tests/test_console_browser.py": 40,
+    "compat-tests/test_cluster_delayed.py": 40,
+    "compat-tests/test_delayed_resend.py": 35,
+    "compat-tests/test_views.py": 35,
+    "compat-tests/test_cluster_share_groups.py": 35,
+    "compat-tests/test_single_node_admin.py": 35,
+    "tests/share/test_share_partition_model.py": 30,
+    "compat-tests/test_delayed.py": 30,
+    "compat-tests/test_security_startup.py": 30,
+    "compat-tests/test_security_kafkajs.py": 30,
+    "tests/group/test_assignors.py": 30,
+    "compat-tests/test_topic_configs_39.py": 25,
+    "compat-tests/test_transactions_cli.py": 25,
+    "compat-tests/test_example_eos.py": 25,
+}
+UNLISTED_COMPAT_S = 20
+UNLISTED_S = 1
+
+
+def expected_seconds(scope: str, tests_in_scope: int, tests_in_module: int) -> float:
+    module = scope.split("::", 1)[0]
+    default = UNLISTED_COMPAT_S if module.startswith("compat-tests/") else UNLISTED_S
+    return EXPECTED_S.get(module, default) * tests_in_scope / max(tests_in_module, 1)
+
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
     if config.getvalue("dist") != "loadfile":
         return None
+    from collections import Counter, OrderedDict
+
     from xdist.scheduler import LoadFileScheduling
 
     class FamilyScheduling(LoadFileScheduling):
+        _ordered = False
+
         def _split_scope(self, nodeid: str) -> str:
             scope = super()._split_scope(nodeid)
             if scope.rsplit("/", 1)[-1] in SPLIT_BY_FAMILY and "[" in nodeid:
                 return f"{scope}::{nodeid.split('[', 1)[1].split('/', 1)[0]}"
             return scope
+
+        def _assign_work_unit(self, node) -> None:
+            # `schedule` fills the work queue (all of it) just before its first assignment
+            if not self._ordered:
+                self._ordered = True
+                per_module = Counter(nodeid.split("::", 1)[0] for nodeid in self.collection or ())
+                units = sorted(self.workqueue.items(), key=lambda unit: -expected_seconds(
+                    unit[0], len(unit[1]), per_module[unit[0].split("::", 1)[0]]))  # stable: ties keep their order
+                self.workqueue = OrderedDict(units)
+                self.log("work units, longest first:", [scope for scope, _ in units])
+            super()._assign_work_unit(node)
 
     return FamilyScheduling(config, log)
 

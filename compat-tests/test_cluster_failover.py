@@ -2,8 +2,8 @@
 data check: every record an idempotent acks=all producer had acknowledged is read back exactly
 once, at its offset, in order per partition.
 
-- the partition leader is kill -9'ed and restarted five times under load; the restarted broker
-  catches up and rejoins the ISR;
+- the leader of each partition in turn is kill -9'ed and restarted under load; the restarted
+  broker catches up and rejoins the ISR;
 - the leader is paused (SIGSTOP) past its ZooKeeper session, a new leader takes over, the old one
   resumes, steps down, truncates to the new leader's log and rejoins;
 - with two of three replicas gone acks=all is refused (NOT_ENOUGH_REPLICAS) while acks=1 works;
@@ -36,11 +36,19 @@ def _isr_full(cluster, topic, partitions=3):
     return len(parts) == partitions and all(len(p["isr"]) == 3 and p["leader"] >= 0 for p in parts.values())
 
 
-def test_leader_kill9_and_restart_five_times_loses_nothing(cluster):
+KILL_ROUNDS = 3
+
+
+def test_leader_kill9_and_restart_of_each_partition_loses_nothing(cluster):
+    """Three rounds, one per partition: kill -9 the partition's current leader under load, wait for a
+    new leader and for produce to go on, start the broker again, wait for it back in every ISR.
+    (It was five rounds; the fourth and fifth killed the leaders of partitions 0 and 1 again, the
+    same path with nothing new to prove, at ~15 s a round. The Java producer's version of this test,
+    test_cluster_java.py, also kills three times.)"""
     ck.create_topic(cluster, "kills", 3, 3, {"min.insync.replicas": "2"})
     producer = ck.AckedProducer(ck.live_bootstrap(cluster), "kills").start()
     try:
-        for round_ in range(5):
+        for round_ in range(KILL_ROUNDS):
             ck.wait_for(lambda: producer.acked_count > 200 * (round_ + 1), 60, "acknowledgements before a kill")
             victim = ck.leader_of(cluster, "kills", round_ % 3)
             acked_before = producer.acked_count

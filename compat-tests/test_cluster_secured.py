@@ -48,6 +48,8 @@ def secured(tmp_path):
         "ssl.keystore.type": "PKCS12", "ssl.keystore.location": str(pki.broker_p12),
         "ssl.keystore.password": pki.keystore_password,
         "ssl.truststore.type": "PEM", "ssl.truststore.location": str(pki.ca),
+        # the schema registry, secured like EXTERNAL: https with its keystore, basic auth against SCRAM
+        "schema.registry.listener": "https://127.0.0.1:0", "schema.registry.security.listener": "EXTERNAL",
     }
     cluster = LocalCluster(tmp_path / "cluster", 3, overrides=settings)
     ck.LIVE_CLUSTERS.append(cluster)
@@ -95,6 +97,20 @@ def external(cluster) -> str:
             endpoints = registration(cluster, broker_id)["endpoints"]
             addresses += [e.split("://", 1)[1] for e in endpoints if e.startswith("EXTERNAL://")]
     return ",".join(addresses)
+
+
+def registry_urls(cluster) -> dict[int, str]:
+    """Each running broker's registry URL, as it published it for the others (port 0: its own)."""
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=f"{cluster.zookeeper.connect}{cluster.chroot}")
+    zk.start(timeout=10)
+    try:
+        return {i: zk.get(f"/kbroker/schema_registry/brokers/{i}")[0].decode()
+                for i, b in cluster.brokers.items() if b.running and zk.exists(f"/kbroker/schema_registry/brokers/{i}")}
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def client_config(pki) -> dict:
@@ -193,3 +209,48 @@ def test_a_changed_scram_password_is_refused_by_every_broker(secured):
     for address in addresses:
         ck.wait_for(lambda: not authenticates(address, ALICE_PASSWORD), 10, f"{address} refusing the old password")
         assert authenticates(address, new_password)
+
+
+def test_schema_registry_over_https_forwards_to_the_writer_and_survives_its_kill(secured):
+    """Every broker's registry is https with basic authentication (alice's SCRAM password); a
+    registration through a broker that does not lead `_schemas`-0 is forwarded over TLS to the one
+    that does, which checks alice's credentials again. The writer is then SIGKILLed: the others go
+    on, and every acknowledged schema is answered by every registry with its id."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    cluster, pki = secured
+    ck.wait_for(lambda: len(registry_urls(cluster)) == 3, 30, "three registry URLs in ZooKeeper")
+    urls = registry_urls(cluster)
+    assert all(url.startswith("https://127.0.0.1:") for url in urls.values())
+
+    def client(broker_id, password=ALICE_PASSWORD):
+        return SchemaRegistryClient({"url": urls[broker_id], "ssl.ca.location": str(pki.ca), "max.retries": 0,
+                                     "basic.auth.user.info": f"alice:{password}"})
+
+    def schema(i):
+        return Schema(json.dumps({"type": "record", "name": f"S{i}", "fields": [{"name": "f", "type": "int"}]}),
+                      "AVRO")
+
+    ids = {0: client(1).register_schema("s-0", schema(0))}  # creates _schemas
+    ck.wait_for(lambda: ck.in_sync(cluster, "_schemas", 1, 3), 30, "_schemas in sync")
+    writer = ck.leader_of(cluster, "_schemas")
+    others = [i for i in urls if i != writer]
+    ids[1] = client(others[0]).register_schema("s-1", schema(1))  # forwarded over TLS
+    with pytest.raises(Exception) as refused:
+        client(others[1], "wrong").register_schema("s-x", schema(99))
+    assert getattr(refused.value, "http_status_code", None) == 401
+    cluster.brokers[writer].kill()
+    ck.wait_for(lambda: ck.leader_of(cluster, "_schemas") not in (-1, writer), 30, "a new writer")
+    ck.wait_for(lambda: _registers(client(others[1]), "s-2", schema(2), ids), 60, "a registration after the kill")
+    for broker_id in others:
+        for i, schema_id in ids.items():
+            assert json.loads(client(broker_id).get_schema(schema_id).schema_str)["name"] == f"S{i}"
+    assert len(set(ids.values())) == 3
+
+
+def _registers(client, subject, schema, ids) -> bool:
+    try:
+        ids[len(ids)] = client.register_schema(subject, schema)
+        return True
+    except Exception:
+        return False

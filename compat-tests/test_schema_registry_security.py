@@ -124,7 +124,7 @@ def mtls(kt, tmp_path_factory):
     extra = {"schema.registry.listener": f"https://127.0.0.1:{port}",
              "schema.registry.security.listener": "MTLS",
              "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-             "super.users": "User:ANONYMOUS"}
+             "super.users": "User:ANONYMOUS;User:bob"}  # bob's certificate stands in for a broker
     for setup in sk.running_setup(kt, tmp_path_factory.mktemp("sr-mtls"), extra=extra):
         setup.registry_url = f"https://127.0.0.1:{port}"
         yield setup
@@ -146,3 +146,30 @@ def test_mtls_principals(mtls):
     with pytest.raises(Exception) as no_cert:
         anonymous.get_subjects()
     assert not isinstance(no_cert.value, SchemaRegistryError)  # no HTTP answer at all
+
+
+def test_only_a_super_user_may_forward_for_another_principal(mtls):
+    """A broker forwarding a request to the registry's writer names the principal it authenticated
+    (kbroker-forwarded-principal); the writer believes it only from a super user's certificate."""
+    def ask(cert_name: str, vouch: str) -> tuple[int, dict]:
+        cert = mtls.pki.clients[cert_name]
+        context = ssl.create_default_context(cafile=str(mtls.pki.ca))
+        context.load_cert_chain(str(cert.cert), str(cert.key))
+        request = urllib.request.Request(mtls.registry_url + "/subjects/mtls-value/versions", method="POST",
+                                         data=json.dumps({"schema": AVRO}).encode(),
+                                         headers={"Content-Type": "application/json",
+                                                  "kbroker-forwarded-principal": vouch,
+                                                  "kbroker-forwarded": "1"})
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read())
+
+    status, body = ask("alice", "User:admin")  # alice is no super user: she cannot pose as anyone
+    assert (status, body["error_code"]) == (403, 40301) and "User:alice may not forward" in body["message"]
+    status, body = ask("bob-other-org", "User:carol")  # bob may: carol's own ACLs then decide
+    assert (status, body["error_code"]) == (403, 40301) and "User:carol" in body["message"]
+    _grant(mtls, "User:carol", "mtls", ka.AclOperation.WRITE)
+    status, body = ask("bob-other-org", "User:carol")
+    assert status == 200 and body["id"] >= 1

@@ -81,6 +81,7 @@ class HttpRequest:
     accept: str | None = None
     authorization: str | None = None
     forwarded: bool = False  # sent on by another broker's registry (never forwarded again)
+    vouch: str | None = None  # the principal a forwarding broker authenticated by certificate
 
 
 @dataclass(frozen=True, slots=True)

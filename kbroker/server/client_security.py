@@ -75,8 +75,9 @@ class ClientSecurity:
 PLAINTEXT = ClientSecurity()
 
 
-def for_listener(config: BrokerConfig, listener: str) -> ClientSecurity:
-    """How this broker connects to `listener` of another broker; StartupError when it cannot."""
+def tls_for_listener(config: BrokerConfig, listener: str) -> ClientSecurity:
+    """Only the TLS of connecting to `listener` of another broker (its truststore, and its keystore
+    as the client certificate), no SASL: what the schema registry forwards requests with."""
     try:
         endpoint = next(e for e in config.endpoints if e.name == listener)
     except (StopIteration, InvalidConfigError) as exc:
@@ -85,6 +86,13 @@ def for_listener(config: BrokerConfig, listener: str) -> ClientSecurity:
     if endpoint.protocol in ("SSL", "SASL_SSL"):
         security.ssl_context = client_context(KeyMaterial(lambda key: config.listener_get(listener, key),
                                                           f"the inter-broker client of listener {endpoint}"))
+    return security
+
+
+def for_listener(config: BrokerConfig, listener: str) -> ClientSecurity:
+    """How this broker connects to `listener` of another broker; StartupError when it cannot."""
+    security = tls_for_listener(config, listener)
+    endpoint = next(e for e in config.endpoints if e.name == listener)
     if endpoint.protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
         mechanism = str(config.get("sasl.mechanism.inter.broker.protocol")).upper()
         if mechanism == "GSSAPI":

@@ -9,7 +9,9 @@ once, idle connections closed after IDLE_TIMEOUT_S.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import logging
 import re
 import ssl
@@ -29,6 +31,8 @@ from kbroker.security.http_basic import parse_basic, verify_password
 from kbroker.schema_registry.rest import DEFAULT_CONTENT_TYPE, HttpRequest, HttpResponse, error
 from kbroker.schema_store.service import FORWARDING_ERROR, SchemaRegistryService
 from kbroker.server.http_server import HttpEndpoint, Request, bind_http_listeners, header
+from kbroker.server import client_security
+from kbroker.server.client_security import ClientSecurity
 from kbroker.server.listeners import ListenerSecurity
 
 logger = logging.getLogger(__name__)
@@ -38,6 +42,7 @@ MAX_CONNECTIONS = 256
 IDLE_TIMEOUT_S = 120.0
 KEY = "schema.registry.listener"
 FORWARDED_HEADER = b"kbroker-forwarded"
+VOUCH_HEADER = b"kbroker-forwarded-principal"
 MAX_FORWARDED_ANSWER = 64 * 1024 * 1024
 REPUBLISH_INTERVAL_S = 5.0
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -82,10 +87,11 @@ def to_request(request: Request, body: bytes) -> HttpRequest:
                        forwarded=header(request, FORWARDED_HEADER) is not None)
 
 
-async def forward(url: str, request: HttpRequest, timeout_s: float, max_body: int) -> HttpResponse:
+async def forward(url: str, request: HttpRequest, timeout_s: float, max_body: int,
+                  tls: ClientSecurity | None = None) -> HttpResponse:
     """`request` sent on to the registry at `url` (http://host:port), marked as forwarded so it is
     not forwarded again; its answer (at most `max_body` bytes) comes back as it is."""
-    match = re.fullmatch(r"http://(?:\[([^\]]+)\]|([^:/]+)):(\d{1,5})/?", url)
+    match = re.fullmatch(r"https?://(?:\[([^\]]+)\]|([^:/]+)):(\d{1,5})/?", url)
     if not match:
         return error(500, FORWARDING_ERROR, f"The registry's leader has no usable URL ({url[:200]})")
     host, port = match.group(1) or match.group(2), int(match.group(3))
@@ -93,13 +99,15 @@ async def forward(url: str, request: HttpRequest, timeout_s: float, max_body: in
     headers = [(b"host", f"{host}:{port}".encode()), (FORWARDED_HEADER, b"1"),
                (b"content-length", str(len(request.body)).encode())]
     for name, value in ((b"content-type", request.content_type), (b"accept", request.accept),
-                        (b"authorization", request.authorization)):
+                        (b"authorization", request.authorization), (VOUCH_HEADER, request.vouch)):
         if value is not None:
             headers.append((name, value.encode("latin-1")))
     conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_REQUEST_HEAD)
     try:
         with trio.fail_after(timeout_s):
             stream = await trio.open_tcp_stream(host, port)
+            if tls is not None:
+                stream = await tls.wrap(stream, host)
             async with stream:
                 data = conn.send(h11.Request(method=request.method, target=target, headers=headers))
                 data += conn.send(h11.Data(data=request.body)) + conn.send(h11.EndOfMessage())
@@ -123,7 +131,7 @@ async def forward(url: str, request: HttpRequest, timeout_s: float, max_body: in
                     elif isinstance(event, (h11.EndOfMessage, h11.ConnectionClosed)):
                         break
                 return HttpResponse(status, bytes(body), content_type)
-    except (OSError, trio.TooSlowError, trio.BrokenResourceError, h11.ProtocolError) as exc:
+    except (OSError, ssl.SSLError, trio.TooSlowError, trio.BrokenResourceError, h11.ProtocolError) as exc:
         return error(500, FORWARDING_ERROR, f"Error while forwarding the request to the leader at {url}: "
                      f"{str(exc)[:200] or type(exc).__name__}")
 
@@ -174,6 +182,13 @@ class SchemaRegistryEndpoint(HttpEndpoint):
 
     async def _respond(self, request: Request, body: bytes, peer: Peer) -> tuple[int, list, bytes]:
         principal = peer.principal
+        vouched = header(request, VOUCH_HEADER)
+        if principal is not None and vouched is not None:  # forwarded by a broker, for its client
+            if self.authorizer is not None and principal not in self.authorizer.acl_authorizer.super_users:
+                return 403, [(b"content-type", DEFAULT_CONTENT_TYPE.encode())], json.dumps(
+                    {"error_code": 40301, "message": f"{principal} may not forward requests for other principals "
+                     "(only super users may)"}).encode()
+            principal = vouched
         if principal is None:
             principal = self._authenticate(header(request, b"authorization"))
             if principal is None:
@@ -181,7 +196,10 @@ class SchemaRegistryEndpoint(HttpEndpoint):
                              (b"www-authenticate", b'Basic realm="kbroker schema registry"')], \
                     b'{"error_code":401,"message":"Unauthorized"}'
         may = self._may(principal, peer.host) if self.authorizer is not None else None
-        answer = await self.service.serve(to_request(request, body), may, principal)
+        forwardable = to_request(request, body)
+        if peer.principal is not None:  # a certificate's principal: the writer is told whom it is for
+            forwardable = dataclasses.replace(forwardable, vouch=principal)
+        answer = await self.service.serve(forwardable, may, principal)
         return answer.status, [(b"content-type", answer.content_type.encode())], answer.body
 
     def _authenticate(self, authorization: str | None) -> str | None:
@@ -234,7 +252,8 @@ def advertised_url(config, port: int) -> str:
     host = config.schema_registry_listener[0]
     if host in ("", "0.0.0.0", "::"):
         host = config.advertised_endpoints[0].host if config.advertised_endpoints else "127.0.0.1"
-    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+    scheme = "https" if config.schema_registry_tls else "http"
+    return f"{scheme}://[{host}]:{port}" if ":" in host else f"{scheme}://{host}:{port}"
 
 
 async def serve_schema_registry(broker, listeners: list[trio.SocketListener], security: ListenerSecurity | None, *,
@@ -244,12 +263,15 @@ async def serve_schema_registry(broker, listeners: list[trio.SocketListener], se
     config = broker.config
     timeout_s = config.get("schema.registry.request.timeout.ms") / 1000
     metadata = broker.metadata if broker.cluster else None
+    # forwarding to the writer over TLS: the listener's truststore, its keystore as a client certificate
+    tls = (client_security.tls_for_listener(config, security.endpoint.name)
+           if security is not None and security.ssl_context is not None else None)
 
     async def forward_to(leader: int, request: HttpRequest) -> HttpResponse:
         url = await registry_urls.url_of(metadata.session, metadata.zk, leader)
         if url is None:
             return error(500, FORWARDING_ERROR, f"Broker {leader} leads the registry's topic but serves no registry")
-        return await forward(url, request, timeout_s, MAX_FORWARDED_ANSWER)
+        return await forward(url, request, timeout_s, MAX_FORWARDED_ANSWER, tls)
 
     service = SchemaRegistryService(broker, forward=forward_to if metadata is not None else None)
     authorizer = broker.authorizer if isinstance(broker.authorizer, AclAuthorizerAdapter) else None
