@@ -199,6 +199,15 @@ def test_dev_cluster_serves_a_replicated_cluster_and_stops_everything_on_sigterm
         consumer.close()
         assert seen == {f"v{i}" for i in range(100)}
 
+        # the schema registry is on by default: registered through one broker, served by another
+        from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+        line = next(line for line in dc.lines if line.startswith("schema registry: "))  # printed before "running"
+        registries = line.split(": ", 1)[1].split(" (")[0].split(", ")
+        assert len(registries) == 3 and all(re.fullmatch(r"http://127\.0\.0\.1:\d+", url) for url in registries)
+        schema = '{"type": "record", "name": "Dev", "fields": [{"name": "x", "type": "int"}]}'
+        schema_id = SchemaRegistryClient({"url": registries[0]}).register_schema("dev-value", Schema(schema, "AVRO"))
+        assert SchemaRegistryClient({"url": registries[2]}).get_schema(schema_id).schema_str == schema.replace(" ", "")
+
         # the group's offsets live in __consumer_offsets, replicated min(3, N) = 3 times
         offsets = admin.list_topics("__consumer_offsets", timeout=10).topics["__consumer_offsets"].partitions
         assert offsets and all(len(p.replicas) == 3 for p in offsets.values())

@@ -49,6 +49,7 @@ DEFAULT_DIR = Path("kbroker-cluster")
 DEFAULT_BASE_PORT, DEFAULT_ZOOKEEPER_PORT = 9092, 2181  # what applications' configs already name
 HOST = "127.0.0.1"
 # set by the runner for each broker: one value for all would break the cluster
+DEFAULT_REGISTRY_PORT = 8081
 RESERVED = ("broker.id", "zookeeper.connect", "listeners", "advertised.listeners", "log.dir", "log.dirs")
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
@@ -75,6 +76,10 @@ def add_dev_cluster_command(sub: Any) -> None:
     cmd.add_argument("--zookeeper-port", type=int, default=None, metavar="PORT",
                      help=f"the port of the ZooKeeper it starts (default {DEFAULT_ZOOKEEPER_PORT}; in use: a free "
                           f"one; 0: a free one)")
+    cmd.add_argument("--schema-registry-port", type=int, default=DEFAULT_REGISTRY_PORT, metavar="PORT",
+                     help=f"broker i serves the schema registry on PORT + i - 1 (default {DEFAULT_REGISTRY_PORT}; "
+                          f"any broker's answers the same; in use: a free port; 0: free ports)")
+    cmd.add_argument("--no-schema-registry", action="store_true", help="serve no schema registry")
     cmd.add_argument("--advertise-host", metavar="HOST",
                      help="the host the brokers advertise to clients (advertised.listeners), e.g. localhost; "
                           "they listen on 127.0.0.1 either way")
@@ -208,6 +213,22 @@ def _plan_ports(args: argparse.Namespace, starts_zookeeper: bool) -> tuple[dict[
         print(f"{PROG}: port {ports[i]} is in use: {names[i]} listens on {HOST}:{chosen[i]} instead",
               file=sys.stderr, flush=True)
     return dict(zip(ids, chosen)), (chosen[-1] if starts_zookeeper else 0)
+
+
+def _plan_registries(args: argparse.Namespace, overrides: dict[str, str], security: str | None) -> dict[int, str]:
+    """Each broker's schema registry URL (https with a TLS listener); none with --no-schema-registry
+    or when --override sets schema.registry.listener itself."""
+    if args.no_schema_registry or "schema.registry.listener" in overrides:
+        return {}
+    ids = list(range(1, args.brokers + 1))
+    base = args.schema_registry_port
+    wanted = [base + i - 1 if base and base + i - 1 <= 65535 else 0 for i in ids]
+    chosen, replaced = choose_ports(wanted)
+    for i in replaced:
+        print(f"{PROG}: port {wanted[i]} is in use: broker {ids[i]}'s schema registry listens on {HOST}:{chosen[i]} "
+              f"instead", file=sys.stderr, flush=True)
+    scheme = "https" if security in ("ssl", "sasl_ssl") else "http"
+    return {i: f"{scheme}://{HOST}:{port}" for i, port in zip(ids, chosen)}
 
 
 def _zookeeper_reachable(connect: str) -> str | None:
@@ -380,6 +401,10 @@ def _describe(cluster: LocalCluster, base: Path) -> None:
         print(f"broker {broker_id}: {broker.address} (pid {broker.proc.pid}){advertised}, "
               f"data: {broker.data_dir / 'data'}, log: {broker.log_path}")
     print(f"bootstrap: {client_bootstrap(cluster)}")
+    registries = [o["schema.registry.listener"] for o in cluster.broker_overrides.values()
+                  if "schema.registry.listener" in o]
+    if registries:
+        print(f"schema registry: {', '.join(registries)} (any one; schema.registry.url)")
     logs = [str(base / "broker-*" / "broker.log")]
     if cluster.zookeeper is not None:
         logs.append(str(cluster.zookeeper.log_path))
@@ -436,8 +461,10 @@ def run_dev_cluster(args: argparse.Namespace) -> int:
 
     setup = None
     broker_ports, zookeeper_port = _plan_ports(args, starts_zookeeper=args.zookeeper is None)
+    registries = _plan_registries(args, overrides, security)
     cluster = LocalCluster(base, args.brokers, overrides=overrides, zookeeper_connect=args.zookeeper,
-                           broker_ports=broker_ports, advertised_host=args.advertise_host)
+                           broker_ports=broker_ports, advertised_host=args.advertise_host,
+                           broker_overrides={i: {"schema.registry.listener": url} for i, url in registries.items()})
     if security:
         try:
             setup = _secure(cluster, base / "dev-security", security)
