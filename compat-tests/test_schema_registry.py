@@ -9,20 +9,18 @@ from __future__ import annotations
 import json
 import socket
 import struct
-import urllib.error
-import urllib.request
 
 import pytest
-from conftest import free_port, topic_name, wait_until
+import registrykit as rk
+from conftest import topic_name, wait_until
 
 ck = pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer  # noqa: E402
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa: E402
 from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: E402
 from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: E402
 
-REGISTRY_PORT = free_port()
-REGISTRY_URL = f"http://127.0.0.1:{REGISTRY_PORT}"
+REGISTRY_URL = rk.registry_url()
+REGISTRY_PORT = int(REGISTRY_URL.rsplit(":", 1)[1])
 KBROKER_OVERRIDES = {"schema.registry.listener": REGISTRY_URL}
 
 USER_V1 = {"type": "record", "name": "User", "namespace": "com.example",
@@ -33,56 +31,18 @@ USER_BAD = {**USER_V1, "fields": [{"name": "name", "type": "string"}, {"name": "
 
 @pytest.fixture(scope="module")
 def registry(kbroker):
-    wait_until(lambda: _get("/subjects") is not None, 30, "the registry's listener")
+    rk.wait_ready(REGISTRY_URL)
     return SchemaRegistryClient({"url": REGISTRY_URL})
 
 
-def _get(path: str):
-    try:
-        with urllib.request.urlopen(REGISTRY_URL + path, timeout=5) as answer:
-            return json.loads(answer.read())
-    except (urllib.error.URLError, ConnectionError):
-        return None
 
 
-def _http(method: str, path: str, body: bytes | None = None, content_type: str = "application/json",
-          accept: str | None = None) -> tuple[int, str, bytes]:
-    request = urllib.request.Request(REGISTRY_URL + path, data=body, method=method)
-    if body is not None:
-        request.add_header("Content-Type", content_type)
-    if accept:
-        request.add_header("Accept", accept)
-    try:
-        with urllib.request.urlopen(request, timeout=10) as answer:
-            return answer.status, answer.headers.get("Content-Type"), answer.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, exc.headers.get("Content-Type"), exc.read()
 
 
-def _produce(kbroker, topic: str, serializer, values: list) -> None:
-    producer = Producer({"bootstrap.servers": kbroker.bootstrap})
-    for value in values:
-        producer.produce(topic, value=serializer(value, SerializationContext(topic, MessageField.VALUE)))
-    assert producer.flush(30) == 0
 
 
-def _consume(kbroker, topic: str, count: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": f"g-{topic}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-    try:
-        wait_until(lambda: _poll_into(consumer, got) >= count, 60, f"{count} records of {topic}")
-    finally:
-        consumer.close()
-    return got
 
 
-def _poll_into(consumer, got: list) -> int:
-    msg = consumer.poll(0.5)
-    if msg is not None and msg.error() is None:
-        got.append(msg.value())
-    return len(got)
 
 
 def test_avro_serializers_register_and_read_back_through_kbroker(kbroker, registry):
@@ -90,10 +50,10 @@ def test_avro_serializers_register_and_read_back_through_kbroker(kbroker, regist
 
     topic = topic_name("sr-avro")
     users = [{"name": f"user-{i}", "favorite": i} for i in range(20)]
-    _produce(kbroker, topic, AvroSerializer(registry, json.dumps(USER_V1)), users)
+    rk.produce(kbroker.bootstrap, topic, AvroSerializer(registry, json.dumps(USER_V1)), users)
     latest = registry.get_latest_version(f"{topic}-value")
     assert latest.version == 1
-    raw = _consume(kbroker, topic, len(users))
+    raw = rk.consume(kbroker.bootstrap, topic, len(users))
     magic, schema_id = struct.unpack(">bI", raw[0][:5])
     assert (magic, schema_id) == (0, latest.schema_id)  # Confluent's wire format, the id kbroker gave
     decode = AvroDeserializer(SchemaRegistryClient({"url": REGISTRY_URL}))  # a fresh client: fetched by id
@@ -101,10 +61,10 @@ def test_avro_serializers_register_and_read_back_through_kbroker(kbroker, regist
 
     # evolution: a compatible second version, then records of both read with the new reader schema
     v2_users = [{"name": "late", "favorite": 7, "email": "late@example.com"}]
-    _produce(kbroker, topic, AvroSerializer(registry, json.dumps(USER_V2)), v2_users)
+    rk.produce(kbroker.bootstrap, topic, AvroSerializer(registry, json.dumps(USER_V2)), v2_users)
     assert registry.get_versions(f"{topic}-value") == [1, 2]
     reader = AvroDeserializer(SchemaRegistryClient({"url": REGISTRY_URL}), json.dumps(USER_V2))
-    decoded = [reader(v, SerializationContext(topic, MessageField.VALUE)) for v in _consume(kbroker, topic, 21)]
+    decoded = [reader(v, SerializationContext(topic, MessageField.VALUE)) for v in rk.consume(kbroker.bootstrap, topic, 21)]
     assert decoded[:20] == [{**u, "email": None} for u in users]
     assert decoded[20] == v2_users[0]
 
@@ -123,11 +83,11 @@ def test_json_schema_serializers_register_and_read_back(kbroker, registry):
               "required": ["id", "item"], "additionalProperties": False}
     topic = topic_name("sr-json")
     orders = [{"id": i, "item": f"thing-{i}"} for i in range(10)]
-    _produce(kbroker, topic, JSONSerializer(json.dumps(schema), registry), orders)
+    rk.produce(kbroker.bootstrap, topic, JSONSerializer(json.dumps(schema), registry), orders)
     version = registry.get_latest_version(f"{topic}-value")
     assert version.schema.schema_type == "JSON"
     decode = JSONDeserializer(None, schema_registry_client=SchemaRegistryClient({"url": REGISTRY_URL}))
-    got = [decode(v, SerializationContext(topic, MessageField.VALUE)) for v in _consume(kbroker, topic, 10)]
+    got = [decode(v, SerializationContext(topic, MessageField.VALUE)) for v in rk.consume(kbroker.bootstrap, topic, 10)]
     assert got == orders
     # a record the schema refuses never leaves the serializer
     from confluent_kafka.serialization import SerializationError
@@ -177,43 +137,43 @@ def test_compatibility_levels_and_modes(registry):
     assert readonly.value.error_code == 42205
     assert registry.delete_mode(subject) == "READONLY"
     # the subject's own mode is gone; the global one applies again
-    status, _, body = _http("GET", f"/mode/{subject}")
+    status, _, body = rk.http(REGISTRY_URL, "GET", f"/mode/{subject}")
     assert (status, json.loads(body)["error_code"]) == (404, 40409)
 
 
 def test_errors_content_types_and_bad_input(registry):
-    status, ctype, body = _http("GET", "/subjects/nope/versions")
+    status, ctype, body = rk.http(REGISTRY_URL, "GET", "/subjects/nope/versions")
     assert (status, ctype) == (404, "application/vnd.schemaregistry.v1+json")
     assert json.loads(body) == {"error_code": 40401, "message": "Subject 'nope' not found."}
-    status, _, body = _http("POST", "/subjects/bad-value/versions", b'{"schema": "{\\"type\\": \\"nope\\"}"}')
+    status, _, body = rk.http(REGISTRY_URL, "POST", "/subjects/bad-value/versions", b'{"schema": "{\\"type\\": \\"nope\\"}"}')
     assert (status, json.loads(body)["error_code"]) == (422, 42201)
-    status, _, body = _http("POST", "/subjects/bad-value/versions", b"{not json")
+    status, _, body = rk.http(REGISTRY_URL, "POST", "/subjects/bad-value/versions", b"{not json")
     assert status == 400
-    status, _, _ = _http("POST", "/subjects/bad-value/versions", b"{}", content_type="text/plain")
+    status, _, _ = rk.http(REGISTRY_URL, "POST", "/subjects/bad-value/versions", b"{}", content_type="text/plain")
     assert status == 415
-    status, _, _ = _http("GET", "/subjects", accept="text/html")
+    status, _, _ = rk.http(REGISTRY_URL, "GET", "/subjects", accept="text/html")
     assert status == 406
-    status, ctype, _ = _http("GET", "/subjects", accept="application/json")
+    status, ctype, _ = rk.http(REGISTRY_URL, "GET", "/subjects", accept="application/json")
     assert (status, ctype) == (200, "application/json")
-    status, _, body = _http("GET", "/schemas/ids/999999")
+    status, _, body = rk.http(REGISTRY_URL, "GET", "/schemas/ids/999999")
     assert (status, json.loads(body)["error_code"]) == (404, 40403)
-    status, _, body = _http("GET", "/subjects/x/versions/0")
+    status, _, body = rk.http(REGISTRY_URL, "GET", "/subjects/x/versions/0")
     assert (status, json.loads(body)["error_code"]) == (422, 42202)
-    status, _, _ = _http("PATCH", "/subjects")
+    status, _, _ = rk.http(REGISTRY_URL, "PATCH", "/subjects")
     assert status == 405
     # a body over schema.registry.max.request.bytes (8 MiB) is refused before it is read
     with socket.create_connection(("127.0.0.1", REGISTRY_PORT), timeout=10) as sock:
         sock.sendall(b"POST /subjects/big-value/versions HTTP/1.1\r\nHost: x\r\n"
                      b"Content-Type: application/json\r\nContent-Length: 9437184\r\n\r\n")
         assert sock.recv(64).startswith(b"HTTP/1.1 413 ")  # answered before a byte of the body was sent
-    assert json.loads(_http("GET", "/schemas/types")[2]) == ["JSON", "PROTOBUF", "AVRO"]
+    assert json.loads(rk.http(REGISTRY_URL, "GET", "/schemas/types")[2]) == ["JSON", "PROTOBUF", "AVRO"]
 
 
 def test_ids_survive_a_restart(kbroker, registry):
     subject = "sr-restart-value"
     schema_id = registry.register_schema(subject, Schema(json.dumps({**USER_V1, "name": "Restarted"}), "AVRO"))
     kbroker.restart()
-    wait_until(lambda: _get(f"/schemas/ids/{schema_id}") is not None, 60, "the registry after a restart")
+    wait_until(lambda: rk.get(REGISTRY_URL, f"/schemas/ids/{schema_id}") is not None, 60, "the registry after a restart")
     fresh = SchemaRegistryClient({"url": REGISTRY_URL})
     assert json.loads(fresh.get_schema(schema_id).schema_str)["name"] == "Restarted"
     # a new schema gets a new id, never one handed out before the restart
@@ -302,17 +262,17 @@ def test_references_and_soft_deleted_schemas_coming_back(kbroker, registry):
     ref = SchemaReference("com.example.Address", "address", 1)
     topic = topic_name("sr-refs")
     person_id = registry.register_schema(f"{topic}-value", Schema(json.dumps(person), "AVRO", [ref]))
-    status, _, body = _http("GET", "/subjects/address/versions/1/referencedby")
+    status, _, body = rk.http(REGISTRY_URL, "GET", "/subjects/address/versions/1/referencedby")
     assert (status, json.loads(body)) == (200, [person_id])
-    status, _, body = _http("DELETE", "/subjects/address/versions/1")
+    status, _, body = rk.http(REGISTRY_URL, "DELETE", "/subjects/address/versions/1")
     assert (status, json.loads(body)["error_code"]) == (422, 42206)  # still referenced
 
     # the serializers resolve the reference through the registry
     serializer = AvroSerializer(registry, None, conf={"auto.register.schemas": False, "use.latest.version": True})
     people = [{"name": "ann", "home": {"city": "Oslo"}}, {"name": "bo", "home": {"city": "Rome"}}]
-    _produce(kbroker, topic, serializer, people)
+    rk.produce(kbroker.bootstrap, topic, serializer, people)
     decode = AvroDeserializer(SchemaRegistryClient({"url": REGISTRY_URL}))
-    assert [decode(v, SerializationContext(topic, MessageField.VALUE)) for v in _consume(kbroker, topic, 2)] == people
+    assert [decode(v, SerializationContext(topic, MessageField.VALUE)) for v in rk.consume(kbroker.bootstrap, topic, 2)] == people
 
     # a soft-deleted schema registered again comes back with its id, under a new version
     subject = "comeback-value"

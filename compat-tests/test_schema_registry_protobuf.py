@@ -8,7 +8,6 @@ No protoc here: the message classes are built from a FileDescriptorProto written
 
 from __future__ import annotations
 
-import json
 import struct
 import urllib.error
 import urllib.parse
@@ -16,11 +15,11 @@ import urllib.request
 
 import pytest
 
-from conftest import free_port, topic_name, wait_until
+import registrykit as rk
+from conftest import topic_name
 
 ck = pytest.importorskip("confluent_kafka")
 pytest.importorskip("google.protobuf")
-from confluent_kafka import Consumer, Producer
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.protobuf import (
     ProtobufDeserializer,
@@ -34,8 +33,8 @@ from google.protobuf import (
     timestamp_pb2,
 )
 
-REGISTRY_PORT = free_port()
-REGISTRY_URL = f"http://127.0.0.1:{REGISTRY_PORT}"
+REGISTRY_URL = rk.registry_url()
+REGISTRY_PORT = int(REGISTRY_URL.rsplit(":", 1)[1])
 KBROKER_OVERRIDES = {"schema.registry.listener": REGISTRY_URL}
 
 COMMON_FILE = "kbroker/compat/common.proto"
@@ -111,42 +110,14 @@ Order, Refund = _classes()
 
 @pytest.fixture(scope="module")
 def registry(kbroker):
-    wait_until(lambda: _get("/subjects") is not None, 30, "the registry's listener")
+    rk.wait_ready(REGISTRY_URL)
     return SchemaRegistryClient({"url": REGISTRY_URL})
 
 
-def _get(path: str):
-    try:
-        with urllib.request.urlopen(REGISTRY_URL + path, timeout=5) as answer:
-            return json.loads(answer.read())
-    except (urllib.error.URLError, ConnectionError):
-        return None
 
 
-def _produce(kbroker, topic: str, serializer, values: list) -> None:
-    producer = Producer({"bootstrap.servers": kbroker.bootstrap})
-    for value in values:
-        producer.produce(topic, value=serializer(value, SerializationContext(topic, MessageField.VALUE)))
-    assert producer.flush(30) == 0
 
 
-def _consume(kbroker, topic: str, count: int) -> list[bytes]:
-    consumer = Consumer({"bootstrap.servers": kbroker.bootstrap, "group.id": f"g-{topic}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
-    consumer.subscribe([topic])
-    got: list[bytes] = []
-
-    def poll() -> int:
-        msg = consumer.poll(0.5)
-        if msg is not None and msg.error() is None:
-            got.append(msg.value())
-        return len(got)
-
-    try:
-        wait_until(lambda: poll() >= count, 60, f"{count} records of {topic}")
-    finally:
-        consumer.close()
-    return got
 
 
 def _orders(n: int) -> list:
@@ -173,7 +144,7 @@ def test_protobuf_serializers_register_and_read_back_through_kbroker(kbroker, re
     topic = topic_name("sr-protobuf")
     orders = _orders(12)
     serializer = ProtobufSerializer(Order, registry, {"use.deprecated.format": False})
-    _produce(kbroker, topic, serializer, orders)
+    rk.produce(kbroker.bootstrap, topic, serializer, orders)
 
     # the schema and its import (by the default reference subject strategy: the import's path)
     latest = registry.get_latest_version(f"{topic}-value")
@@ -187,7 +158,7 @@ def test_protobuf_serializers_register_and_read_back_through_kbroker(kbroker, re
     assert common.schema.schema_type == "PROTOBUF" and "message Money {" in common.schema.schema_str
     assert registry.get_subjects() and "google/protobuf/timestamp.proto" not in registry.get_subjects()
 
-    raw = _consume(kbroker, topic, len(orders))
+    raw = rk.consume(kbroker.bootstrap, topic, len(orders))
     magic, schema_id = struct.unpack(">bI", raw[0][:5])
     assert (magic, schema_id) == (0, latest.schema_id)
     assert raw[0][5] == 0  # message indexes [0], written as the single byte 0
@@ -205,8 +176,8 @@ def test_protobuf_serializers_register_and_read_back_through_kbroker(kbroker, re
     for r in refunds:
         r.amount.units = -5
     refund_topic = topic_name("sr-protobuf-refund")
-    _produce(kbroker, refund_topic, ProtobufSerializer(Refund, registry, {"use.deprecated.format": False}), refunds)
-    raw_refunds = _consume(kbroker, refund_topic, len(refunds))
+    rk.produce(kbroker.bootstrap, refund_topic, ProtobufSerializer(Refund, registry, {"use.deprecated.format": False}), refunds)
+    raw_refunds = rk.consume(kbroker.bootstrap, refund_topic, len(refunds))
     assert struct.unpack(">bI", raw_refunds[0][:5])[1] == schema_id
     assert raw_refunds[0][5:7] == b"\x02\x02"  # one index, 1 (zigzag varints)
     decode_refund = ProtobufDeserializer(Refund, {"use.deprecated.format": False},
@@ -220,16 +191,16 @@ def test_serialized_format_over_http(kbroker, registry):
     import base64
 
     topic = topic_name("sr-protobuf-http")
-    _produce(kbroker, topic, ProtobufSerializer(Order, registry, {"use.deprecated.format": False}), _orders(1))
+    rk.produce(kbroker.bootstrap, topic, ProtobufSerializer(Order, registry, {"use.deprecated.format": False}), _orders(1))
     latest = registry.get_latest_version(f"{topic}-value")
-    plain = _get(f"/schemas/ids/{latest.schema_id}")
+    plain = rk.get(REGISTRY_URL, f"/schemas/ids/{latest.schema_id}")
     assert plain["schemaType"] == "PROTOBUF" and plain["schema"].startswith('syntax = "proto3";')
-    encoded = _get(f"/schemas/ids/{latest.schema_id}?format=serialized")
+    encoded = rk.get(REGISTRY_URL, f"/schemas/ids/{latest.schema_id}?format=serialized")
     fd = descriptor_pb2.FileDescriptorProto.FromString(base64.b64decode(encoded["schema"], validate=True))
     assert [m.name for m in fd.message_type] == ["Order", "Refund"]
     assert list(fd.dependency) == [COMMON_FILE, "google/protobuf/timestamp.proto"]
     order = fd.message_type[0]
     assert [n.name for n in order.nested_type] == ["Line", "TagsEntry"] and order.nested_type[1].options.map_entry
     subject = urllib.parse.quote(f"{topic}-value", safe="")
-    by_version = _get(f"/subjects/{subject}/versions/1?format=serialized")
+    by_version = rk.get(REGISTRY_URL, f"/subjects/{subject}/versions/1?format=serialized")
     assert by_version["schema"] == encoded["schema"]

@@ -82,7 +82,11 @@ def _one_line(text: str, limit: int = 2000) -> str:
 
 class RegistryClient:
     """Confluent's REST API over one short HTTP/1.1 connection per call (http.client: no proxies, no
-    redirects followed), JSON in and out, the whole call bounded by `timeout` seconds."""
+    redirects followed), JSON in and out, the whole call bounded by `timeout` seconds and every
+    answer by `max_response_bytes` (`reader` names who refuses a larger one)."""
+
+    max_response_bytes = MAX_RESPONSE_BYTES
+    reader = "this command"
 
     def __init__(self, url: str, basic_auth: str | None = None, timeout: float = DEFAULT_TIMEOUT_S,
                  ca_file: str | None = None) -> None:
@@ -166,9 +170,10 @@ class RegistryClient:
 
     def _read(self, response: http.client.HTTPResponse, deadline: float) -> bytes:
         length = response.getheader("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) > MAX_RESPONSE_BYTES:
+        limit = self.max_response_bytes
+        if length is not None and length.strip().isdigit() and int(length) > limit:
             raise RegistryUnavailable(f"the schema registry at {self.url} answered {int(length)} bytes, over the "
-                                      f"{_size(MAX_RESPONSE_BYTES)} this command accepts")
+                                      f"{_size(limit)} {self.reader} accepts")
         chunks: list[bytes] = []
         size = 0
         while True:
@@ -178,9 +183,9 @@ class RegistryClient:
             if not chunk:
                 return b"".join(chunks)
             size += len(chunk)
-            if size > MAX_RESPONSE_BYTES:
+            if size > limit:
                 raise RegistryUnavailable(f"the schema registry at {self.url} answered over the "
-                                          f"{_size(MAX_RESPONSE_BYTES)} this command accepts")
+                                          f"{_size(limit)} {self.reader} accepts")
             chunks.append(chunk)
 
 

@@ -16,9 +16,7 @@ MAX_RESPONSE_BYTES. Blocking: the web layer calls it from worker threads.
 
 from __future__ import annotations
 
-import http.client
 import threading
-import time
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
@@ -41,24 +39,8 @@ REGISTRY_ERRORS = (RegistryUnavailable, RegistryErrorResponse)
 class BoundedRegistryClient(RegistryClient):
     """RegistryClient with the console's bound on an answer's size."""
 
-    def _read(self, response: http.client.HTTPResponse, deadline: float) -> bytes:
-        length = response.getheader("Content-Length")
-        if length is not None and length.strip().isdigit() and int(length) > MAX_RESPONSE_BYTES:
-            raise RegistryUnavailable(f"the schema registry at {self.url} answered {int(length)} bytes, over the "
-                                      f"{MAX_RESPONSE_BYTES >> 20} MiB the console accepts")
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            if time.monotonic() > deadline:
-                raise TimeoutError
-            chunk = response.read(65536)
-            if not chunk:
-                return b"".join(chunks)
-            size += len(chunk)
-            if size > MAX_RESPONSE_BYTES:
-                raise RegistryUnavailable(f"the schema registry at {self.url} answered over the "
-                                          f"{MAX_RESPONSE_BYTES >> 20} MiB the console accepts")
-            chunks.append(chunk)
+    max_response_bytes = MAX_RESPONSE_BYTES
+    reader = "the console"
 
 
 class Prepared(NamedTuple):

@@ -414,7 +414,7 @@ def test_answers_too_large_are_refused(capsys, monkeypatch):
         assert run(capsys, "list", "--registry-url", fake.url) == (
             1, "", (f"kbroker schemas list: the schema registry at {fake.url} answered {100 << 20} bytes, "
                     "over the 64 MiB this command accepts\n"))
-    monkeypatch.setattr(schemas_cmd, "MAX_RESPONSE_BYTES", 1000)
+    monkeypatch.setattr(schemas_cmd.RegistryClient, "max_response_bytes", 1000)
     big = json.dumps([f"subject-{i}" for i in range(200)]).encode()
     with FakeRegistry(200, big, {"Connection": "close"}) as fake:  # no length: counted while read
         code, out, err = run(capsys, "list", "--registry-url", fake.url)
