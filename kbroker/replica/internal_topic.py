@@ -16,14 +16,20 @@ READ_CHUNK = 1 << 20
 
 def read_internal_batches(replica_manager, tp: TopicPartition) -> Iterator[InternalBatch]:
     log = replica_manager.get_leader_partition(tp).log
-    offset = log.log_start_offset
-    end = log.log_end_offset
+    for _next_offset, batches in read_log_batches(log, log.log_start_offset, log.log_end_offset):
+        yield from batches
+
+
+def read_log_batches(log, offset: int, end: int) -> Iterator[tuple[int, list[InternalBatch]]]:
+    """The batches of `log` from `offset` to `end`, a chunk at a time: (the offset after the chunk,
+    its batches). A chunk may begin inside a batch it reads whole (its records before `offset` are
+    the caller's to skip)."""
     while offset < end:
         data = log.read(offset, READ_CHUNK, max_offset=end).read_bytes()
         next_offset = offset
         for _pos, header in iter_batch_headers(data):
             next_offset = header.next_offset
         if next_offset <= offset:
-            break  # nothing readable past here (a torn tail is cut at recovery)
-        yield from iter_internal_batches(data)
+            return  # nothing readable past here (a torn tail is cut at recovery)
+        yield next_offset, list(iter_internal_batches(data))
         offset = next_offset

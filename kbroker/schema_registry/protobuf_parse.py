@@ -17,6 +17,7 @@ from proto_schema_parser import ast
 from proto_schema_parser.parser import Parser
 
 from kbroker.schema_registry.errors import InvalidSchema
+from kbroker.schema_registry.protobuf_literals import parse_int
 from kbroker.schema_registry.protobuf_model import (
     MAP_KEY_TYPES,
     MAX_ENUM_NUMBER,
@@ -238,11 +239,11 @@ def _parse_ranges(
     for r in ranges:
         parts = [p.strip() for p in re.split(r"\s+to\s+", r.strip())]
         try:
-            lo = _int(parts[0])
+            lo = parse_int(parts[0])
             hi = (
                 lo
                 if len(parts) == 1
-                else (maximum if parts[1] == "max" else _int(parts[1]))
+                else (maximum if parts[1] == "max" else parse_int(parts[1]))
             )
         except ValueError:
             raise InvalidSchema(f"{where}: bad range {r!r}") from None
@@ -250,17 +251,6 @@ def _parse_ranges(
             raise InvalidSchema(f"{where}: range {r!r} ends before it starts")
         out.append((lo, hi))
     return out
-
-
-def _int(text: str) -> int:
-    text = text.strip()
-    sign = -1 if text.startswith("-") else 1
-    body = text.lstrip("+-")
-    if body.lower().startswith("0x"):
-        return sign * int(body, 16)
-    if len(body) > 1 and body.startswith("0"):
-        return sign * int(body, 8)
-    return sign * int(body)
 
 
 class _Builder:

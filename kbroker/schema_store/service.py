@@ -29,12 +29,12 @@ from kbroker.schema_registry.access import May
 from kbroker.schema_registry.records import RecordError, decode_record, encode_record
 from kbroker.schema_registry.rest import HttpRequest, HttpResponse, Write, error, handle, may_write
 from kbroker.schema_registry.state import RegistryState
-from kbroker.wire.internal_records import build_internal_batch, iter_internal_batches
-from kbroker.wire.records import iter_batch_headers, validate_batches
+from kbroker.replica.internal_topic import read_log_batches
+from kbroker.wire.internal_records import build_internal_batch
+from kbroker.wire.records import validate_batches
 
 logger = logging.getLogger(__name__)
 
-READ_CHUNK = 1 << 20
 SETTLE_S = 0.1
 #: Confluent's error codes of the store (io.confluent.kafka.schemaregistry.rest.exceptions.Errors)
 STORE_ERROR = 50001
@@ -108,16 +108,9 @@ class SchemaRegistryService:
         again. What the leader's log holds is committed once the next write is replicated (as
         Kafka's coordinators load their partitions to the log end)."""
         log = partition.log
-        end = log.log_end_offset
         offset = max(self._applied, log.log_start_offset)
-        while offset < end:
-            data = log.read(offset, READ_CHUNK, max_offset=end).read_bytes()
-            next_offset = offset
-            for _pos, header in iter_batch_headers(data):
-                next_offset = header.next_offset
-            if next_offset <= offset:
-                break  # nothing readable past here (a torn tail is cut at recovery)
-            for batch in iter_internal_batches(data):  # control batches have no records
+        for next_offset, batches in read_log_batches(log, offset, log.log_end_offset):
+            for batch in batches:  # control batches have no records
                 for record_offset, key, value in batch.records:
                     if record_offset >= offset and key is not None:
                         self._apply(record_offset, key, value)
