@@ -201,7 +201,7 @@ def _schema_request(obj: dict[str, Any], ct: str) -> tuple[str, str, tuple[Schem
         raise _Refused(error(422, INVALID_SCHEMA,
                              f"Invalid schemaType {str(schema_type)[:MAX_SCHEMA_TYPE_IN_MESSAGE]}", ct))
     for unsupported in ("ruleSet", "metadata"):
-        if obj.get(unsupported):
+        if _has_content(obj.get(unsupported)):  # an empty one ({"domainRules": []}) says nothing
             raise _Refused(error(422, INVALID_SCHEMA, f"Invalid schema: {unsupported} (data contracts) is not "
                                  "supported by this registry", ct))
     raw_refs = obj.get("references") or []
@@ -219,6 +219,14 @@ def _schema_request(obj: dict[str, Any], ct: str) -> tuple[str, str, tuple[Schem
             raise _Refused(error(422, exc.error_code, exc.message, ct)) from None
         refs.append(SchemaReference(ref["name"], ref["subject"], version))
     return schema, schema_type.upper(), tuple(refs)
+
+
+def _has_content(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_content(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_content(v) for v in value)
+    return value not in (None, "", False)
 
 
 def _schema_fields(sv: SchemaVersion, state: RegistryState | None = None, fmt: str = "") -> dict[str, Any]:
