@@ -4,6 +4,8 @@ Each connection handles one request at a time and answers in request order, as K
 expect; an answer that waits for replication (acks=all) is Deferred to the connection's writer
 task, so the next requests are read and appended meanwhile. On shutdown the listeners close first, idle connections are closed, busy ones
 finish their current request (bounded by shutdown.timeout.ms), then storage is flushed.
+Beside it: side_listeners.py (the metrics and schema registry HTTP listeners), connection_admission.py
+(the connection limits as configured, refused connections' log lines).
 """
 
 from __future__ import annotations
@@ -25,13 +27,12 @@ from kbroker.broker import Broker, startup_phase
 from kbroker.config import BrokerConfig
 from kbroker.errors import InvalidConfigError, StartupError
 from kbroker.log.dir_lock import LogDirLock
-from kbroker.quota.connections import ConnectionLimits, parse_overrides
+from kbroker.quota.connections import ConnectionLimits
 from kbroker.security.session import ConnectionSession, Phase
 from kbroker.server import client_security, listeners as listener_security
+from kbroker.server.connection_admission import ConnectionLimitsConfig, RefusalLog
 from kbroker.server.listeners import ListenerSecurity
-from kbroker.server.metrics_http import MetricsEndpoint, bind_metrics_listeners
-from kbroker.server.schema_registry_http import (bind_schema_registry_listeners, registry_security,
-                                                 serve_schema_registry)
+from kbroker.server.side_listeners import SideListeners
 from kbroker.server.tls import server_handshake, tls_recv_into, tls_send_all, tls_send_response
 from kbroker.wire.framing import FrameDecoder, FrameError
 from kbroker.wire.protocol import ProtocolError
@@ -154,25 +155,6 @@ class _Connection:
         self.muted_until = max(self.muted_until, trio.current_time() + throttle_ms / 1000)
 
 
-class _RefusalLog:
-    """Refused connections, logged at most once per interval (a flood of refusals is one line)."""
-
-    INTERVAL_S = 10.0
-
-    def __init__(self) -> None:
-        self._last = float("-inf")
-        self._suppressed = 0
-
-    def refused(self, peer: str, listener: str, reason: str) -> None:
-        now = time.monotonic()
-        if now - self._last < self.INTERVAL_S:
-            self._suppressed += 1
-            return
-        more = f" ({self._suppressed} more refused since the last line)" if self._suppressed else ""
-        logger.warning("refused a connection from %s on listener %s: %s%s", peer, listener, reason, more)
-        self._last, self._suppressed = now, 0
-
-
 class KafkaServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -181,14 +163,11 @@ class KafkaServer:
         self.listeners: list[trio.SocketListener] = []
         self.bound: list[tuple[str, list[trio.SocketListener]]] = []  # (listener name, its sockets)
         self.securities: dict[str, ListenerSecurity] = {}  # rebuilt when a dynamic config changes them
-        self.metrics_listeners: list[trio.SocketListener] = []  # metrics.listener, when set
-        self.metrics: MetricsEndpoint | None = None
-        self.schema_registry_listeners: list[trio.SocketListener] = []  # schema.registry.listener, when set
+        self.side_listeners = SideListeners(config)  # metrics.listener, schema.registry.listener
         self._connections: set[_Connection] = set()
         self.connection_limits = ConnectionLimits()  # max.connections, per listener, per IP
-        self._refusals = _RefusalLog()
-        self._overrides_text: str | None = None  # max.connections.per.ip.overrides as last applied
-        self._resolved_hosts: dict[str, list[str]] = {}  # its hosts' addresses
+        self._limits_config = ConnectionLimitsConfig(self.connection_limits)
+        self._refusals = RefusalLog()
         self._shutting_down = False
         # shared by all connections: each copies what it received into its decoder before it awaits
         self._receive_buffer = memoryview(bytearray(RECEIVE_CHUNK))
@@ -454,11 +433,8 @@ class KafkaServer:
                 await background.start(self.broker.replica_manager.log_dir_mover.run)
                 if node is not None:
                     await background.start(node.run)
-                if self.metrics_listeners:
-                    await background.start(self._serve_metrics)
-                if self.schema_registry_listeners:
-                    await background.start(partial(serve_schema_registry, self.broker, self.schema_registry_listeners,
-                                                   registry_security(self.config, self.securities)))
+                await self.side_listeners.start(background, self.broker, self.securities,
+                                                lambda: len(self._connections))
                 async with trio.open_nursery() as connections:
                     listen_scope = trio.CancelScope()
 
@@ -515,42 +491,12 @@ class KafkaServer:
                                    f"{exc.strerror or exc}.") from None
             self.bound.append((e.name, bound))
             self.listeners += bound
-        if self.config.metrics_listener is not None:
-            self.metrics_listeners = await bind_metrics_listeners(*self.config.metrics_listener)
-        if self.config.schema_registry_listener is not None:
-            registry_security(self.config, securities)  # a registry that cannot be secured as asked never binds
-            self.schema_registry_listeners = await bind_schema_registry_listeners(
-                *self.config.schema_registry_listener)
+        await self.side_listeners.bind(securities)
         self._configure_connection_limits()
 
     def _configure_connection_limits(self) -> None:
-        """max.connections, listener.name.<listener>.max.connections, max.connections.per.ip and its
-        overrides as they are now (at start, and after each dynamic config change). A hostname in
-        the overrides is resolved here, as Kafka resolves it when it reads the config."""
-        text = self.config.get("max.connections.per.ip.overrides") or ""
-        if text != self._overrides_text:  # hosts are resolved again only when the overrides change
-            self._overrides_text, self._resolved_hosts = text, {}
-
-        def resolve(host: str) -> list[str]:
-            if host not in self._resolved_hosts:
-                try:
-                    self._resolved_hosts[host] = sorted({info[4][0] for info in socket.getaddrinfo(host, None)})
-                except OSError as exc:
-                    logger.warning("max.connections.per.ip.overrides: %s does not resolve (%s); its limit is not "
-                                   "applied", host, exc)
-                    self._resolved_hosts[host] = []
-            return self._resolved_hosts[host]
-
-        names = [name for name, _ in self.bound] or [e.name for e in self.config.endpoints]
-        try:
-            overrides = parse_overrides(text)
-        except ValueError as exc:  # validated when set: only a hand-edited store gets here
-            logger.error("max.connections.per.ip.overrides not applied: %s", exc)
-            overrides = {}
-        self.connection_limits.configure(
-            max_connections=self.config.get("max.connections"), per_ip=self.config.get("max.connections.per.ip"),
-            overrides=overrides, listener_max={n: self.config.listener_get(n, "max.connections") for n in names},
-            listeners=names, inter_broker_listener=self.config.inter_broker_listener_name, resolve=resolve)
+        """The connection limits as they are now (at start, and after each dynamic config change)."""
+        self._limits_config.apply(self.config, [name for name, _ in self.bound])
 
     def _reload_listener_security(self) -> None:
         """After a dynamic config change: each listener's security built anew (a renewed keystore is
@@ -561,17 +507,6 @@ class KafkaServer:
                 self.securities[name] = listener_security.build(self.config, old.endpoint, self._scram_credential)
             except StartupError as exc:
                 logger.error("listener %s keeps its security settings: %s", old.endpoint, exc)
-
-    async def _serve_metrics(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """The Prometheus endpoint (metrics.listener): the broker's registry rendered per scrape."""
-        from kbroker.metrics.collector import CONTENT_TYPE, build_registry, collect, encode
-
-        registry = build_registry(self.broker, self.broker.stats, lambda: len(self._connections),
-                                  self.config.listeners[0][0])
-        self.metrics = MetricsEndpoint(self.metrics_listeners, lambda: collect(registry), encode, CONTENT_TYPE)
-        host = self.config.metrics_listener[0] or "0.0.0.0"
-        logger.info("metrics served on http://%s:%d/metrics", host, self.metrics.port)
-        await self.metrics.run(task_status=task_status)
 
     async def prepare_shutdown(self) -> None:
         """Before anything stops: in a cluster, a controlled shutdown while the controller, the
