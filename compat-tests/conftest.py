@@ -794,7 +794,7 @@ def _class_data_archive(java: str, client: JavaClientVersion, jars: list[Path]) 
         try:
             cp = subprocess.run([java, "-Xshare:dump", f"-XX:SharedClassListFile={class_list}",
                                  f"-XX:SharedArchiveFile={dumped}", "-cp", os.pathsep.join(map(str, jars))],
-                                capture_output=True, text=True, timeout=300)
+                                capture_output=True, text=True, timeout=300, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return None
         if cp.returncode != 0 or not dumped.is_file():

@@ -1,5 +1,5 @@
 import sys
 
-from kbroker.cli import main
+from kbroker.entry import main
 
 sys.exit(main())
