@@ -277,9 +277,19 @@ class LocalCluster:
         broker = BrokerProcess(broker_id, self.base_dir / f"broker-{broker_id}", connect, overrides=overrides,
                                log_dir_count=self.log_dirs_per_broker, protocol=self.protocol,
                                config_file=self.config_file, ssl_context=self.ssl_context,
-                               port=self.broker_ports.get(broker_id, 0), advertised_host=self.advertised_host)
+                               port=self.broker_ports.get(broker_id, 0) or self._unused_port(),
+                               advertised_host=self.advertised_host)
         self.brokers[broker_id] = broker
         return broker.start(wait=wait)
+
+    def _unused_port(self) -> int:
+        """A free port no other broker of this cluster was given: brokers start side by side, and a
+        port handed to one that has not bound it yet is free again to the operating system."""
+        taken = {b.port for b in self.brokers.values()} | set(self.broker_ports.values())
+        port = free_port()
+        while port in taken:
+            port = free_port()
+        return port
 
     def stop(self, grace_s: float = 30.0) -> tuple[list[BrokerProcess], set[int]]:
         """One SIGTERM to every broker at once (each does a controlled shutdown: a second SIGTERM

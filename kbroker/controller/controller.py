@@ -254,7 +254,7 @@ class KafkaController(ReassignmentMixin, LeadershipMixin, LogDirEventsMixin):
         self._set_active_controller(self.broker_id)
         await self.session.call(self.zk.exists, zk.CONTROLLER, self._watch("controller_check"))
         await self._clear_log_dir_events()
-        await self._read_brokers()
+        ctx.live_brokers = await self._read_brokers()
         for broker in ctx.live_brokers.values():
             self.queues.open(broker)
         topics = await self.session.call(self.zk.children, zk.BROKER_TOPICS, self._watch("topics"))
@@ -302,8 +302,8 @@ class KafkaController(ReassignmentMixin, LeadershipMixin, LogDirEventsMixin):
             if result is not None:
                 data, stat = result
                 brokers[broker_id] = zk.decode_broker(broker_id, data, stat.czxid, self.listener)
-        if self.ctx is not None and not self.ctx.live_brokers:
-            self.ctx.live_brokers = brokers
+        # (no side effect: a change read while no broker was live, e.g. the controller's own
+        # registration after its election, must still be seen as brokers joining)
         return brokers
 
     async def _read_topics(self, topics: list[str]) -> list[str]:
