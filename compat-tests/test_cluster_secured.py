@@ -56,8 +56,10 @@ def secured(tmp_path):
     try:
         cluster.zookeeper = ZooKeeperServer(tmp_path / "cluster" / "zookeeper").start()
         connect = f"{cluster.zookeeper.connect}{cluster.chroot}"
-        for broker_id in (1, 2, 3):
-            port = free_port()
+        ports: set[int] = set()
+        while len(ports) < 3:  # three different ones: a port handed out is free again until bound
+            ports.add(free_port())
+        for broker_id, port in zip((1, 2, 3), sorted(ports)):
             listeners = f"PLAINTEXT://127.0.0.1:{port},INTERNAL://127.0.0.1:0,EXTERNAL://127.0.0.1:0"
             cluster.brokers[broker_id] = BrokerProcess(broker_id, tmp_path / "cluster" / f"broker-{broker_id}",
                                                        connect, port=port,
