@@ -495,6 +495,9 @@ def pytest_runtest_makereport(item, call):
 
         for cluster in list(clusterkit.LIVE_CLUSTERS):
             report.sections.append(("kbroker cluster logs", clusterkit.failure_report(cluster)))
+            zk_proc = cluster.zookeeper.proc if cluster.zookeeper is not None else None
+            if not any(b.running for b in cluster.brokers.values()) and (zk_proc is None or zk_proc.poll() is not None):
+                clusterkit.LIVE_CLUSTERS.remove(cluster)  # stopped already (a start that failed): reported once
         for b in list(_LIVE_BROKERS):
             state = "running" if b.alive() else f"exited ({b.proc.returncode if b.proc else 'never started'})"
             report.sections.append((f"kbroker {b.bootstrap} stderr tail [{state}] ({b.stderr_path})", b.log_tail()))
