@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -80,6 +81,15 @@ class Console:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+def get(console: Console, path: str) -> tuple[int, str]:
+    """(status, body) of a GET of one of the console's pages, error statuses included."""
+    try:
+        with urllib.request.urlopen(console.url + path, timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
 
 
 def chrome(profile_dir: Path):

@@ -49,12 +49,7 @@ def row_of(body: str, marker: str) -> str:
     return body[start:body.index("</tr>", start)]
 
 
-def get(console, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(console.url + path, timeout=30) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+get = consolekit.get
 
 
 def post(console, path: str, fields, headers=None) -> tuple[int, str, str | None]:

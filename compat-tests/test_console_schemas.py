@@ -98,12 +98,7 @@ def console(kbroker, tmp_path_factory):
     c.stop()
 
 
-def get(console, path: str) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(console.url + path, timeout=30) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
+get = consolekit.get
 
 
 def schema_id(subject: str, version: int = 1) -> int:

@@ -24,17 +24,23 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: E
 AVRO = json.dumps({"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]})
 
 
-@pytest.fixture(scope="module")
-def basic(kt, tmp_path_factory):
-    """Registry on https, secured like the SASL_SSL listener, with Kafka's ACL authorizer on."""
+def _secured_registry(kt, workdir, listener: str, super_users: str):
+    """securitykit's broker with its registry on https, secured like `listener`, and Kafka's ACL
+    authorizer on (User:ANONYMOUS a super user: the PLAINTEXT listener's admin calls)."""
     port = kt.free_port()
     extra = {"schema.registry.listener": f"https://127.0.0.1:{port}",
-             "schema.registry.security.listener": "SASL_SSL",
+             "schema.registry.security.listener": listener,
              "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-             "super.users": "User:admin;User:ANONYMOUS"}  # ANONYMOUS: the PLAINTEXT listener's admin calls
-    for setup in sk.running_setup(kt, tmp_path_factory.mktemp("sr-basic"), extra=extra):
+             "super.users": f"User:ANONYMOUS;{super_users}"}
+    for setup in sk.running_setup(kt, workdir, extra=extra):
         setup.registry_url = f"https://127.0.0.1:{port}"
         yield setup
+
+
+@pytest.fixture(scope="module")
+def basic(kt, tmp_path_factory):
+    """Basic authentication against the SASL_SSL listener's users."""
+    yield from _secured_registry(kt, tmp_path_factory.mktemp("sr-basic"), "SASL_SSL", "User:admin")
 
 
 def _client(setup, user: str | None = None, password: str | None = None) -> SchemaRegistryClient:
@@ -120,14 +126,8 @@ def test_subject_acls_through_their_topics(basic):
 
 @pytest.fixture(scope="module")
 def mtls(kt, tmp_path_factory):
-    port = kt.free_port()
-    extra = {"schema.registry.listener": f"https://127.0.0.1:{port}",
-             "schema.registry.security.listener": "MTLS",
-             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-             "super.users": "User:ANONYMOUS;User:bob"}  # bob's certificate stands in for a broker
-    for setup in sk.running_setup(kt, tmp_path_factory.mktemp("sr-mtls"), extra=extra):
-        setup.registry_url = f"https://127.0.0.1:{port}"
-        yield setup
+    """Client certificates of the MTLS listener (bob's stands in for a broker's: a super user)."""
+    yield from _secured_registry(kt, tmp_path_factory.mktemp("sr-mtls"), "MTLS", "User:bob")
 
 
 def test_mtls_principals(mtls):

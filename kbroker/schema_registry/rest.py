@@ -359,8 +359,8 @@ def _schemas(state: RegistryState, seg: list[str], q: dict[str, list[str]], ct: 
     if n not in (3, 4) or seg[1] != "ids":
         return None
     schema_id = _schema_id(seg[2], ct)
-    users = state.subject_versions_for_id(schema_id, deleted=True)
-    if visible is not _everything and not any(visible(s) for s, _v in users):
+    if visible is not _everything and not any(visible(s) for s, _v in state.subject_versions_for_id(
+            schema_id, deleted=True)):
         raise _Refused(error(403, access.FORBIDDEN, f"The principal may not read schema {schema_id} (DESCRIBE on the "
                              "topic of a subject using it)", ct))
     if n == 3:
