@@ -124,3 +124,20 @@ def test_the_decrease_is_one_incremental_alter_configs_of_partitions_retire_from
     again = _FakeAdmin(2)  # run again after the decrease (Metadata lists 2): no request, only the wait
     shrink.decrease(again, "t", 2)
     assert again.calls == []
+
+
+def test_the_wait_for_every_broker_to_list_the_count_skips_a_broker_that_is_down():
+    """A broker killed while the command waits (its leader's drain moves on without it) must not
+    hold the command until its deadline: it learns the count when it comes back."""
+    import socket
+    import time
+
+    from kbroker.admin import shrink
+    from kbroker.admin.values import Broker
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = time.monotonic()
+    shrink._wait_everyone_lists({7: Broker(7, "127.0.0.1", port)}, "t", 2, 5.0, started + 30)
+    assert time.monotonic() - started < 5

@@ -8,8 +8,9 @@ current count (rules in docs/cluster.md, "Decreasing partitions").
    N.. as retired, every broker stops advertising them, and the leader of each starts its drain
    (`replica/drain.py`), which copies what no group has read yet into the partitions that remain
    and keeps copying what stale producers still send there.
-3. The command waits until every broker lists N partitions and each drain has caught up with the
-   end its partition had then (its progress is the group `kbroker-retire-<topic>`), and reports.
+3. The command waits until every broker it can reach lists N partitions and each drain has caught
+   up with the end its partition had then (its progress is the group `kbroker-retire-<topic>`),
+   and reports.
 
 Metadata no longer names the retired partitions' leaders: every broker is asked (ListOffsets),
 and the one that leads answers.
@@ -86,7 +87,9 @@ def _wait_everyone_lists(brokers: dict[int, Broker], topic: str, count: int, tim
                     if len(one.partitions_of(topic)) == count:
                         pending.pop(broker_id)
             except (AdminError, OSError):
-                pass  # a broker that is down learns it from its first full UpdateMetadata
+                # a broker that is down is not waited for: it learns the count from the full
+                # UpdateMetadata the controller sends it when it comes back
+                pending.pop(broker_id)
         if pending:
             if time.monotonic() > deadline:
                 raise AdminError(f"brokers {sorted(pending)} still list more than {count} partitions of {topic}")
