@@ -34,6 +34,7 @@ from kbroker.errors import (
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
+from kbroker.fetch_session import FetchSessionCache
 from kbroker.group.coordinator import GroupConfig, GroupCoordinator
 from kbroker.group.offsets_log import OFFSETS_TOPIC, PartitionOffsetsLog
 from kbroker.log.dir_lock import LogDirLock
@@ -185,6 +186,9 @@ class Broker:
         if self.cluster:
             self.group_coordinator.owned = set()
             self.replica_manager.leadership_listeners.append(self._on_leadership)
+        # incremental fetch sessions (KIP-227) of consumers and followers (api/fetch.py)
+        self.fetch_sessions = FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots"),
+                                                now_ms=lambda: int(time.monotonic() * 1000))
         # client quotas (kbroker/quota/): the stored ones apply now (single node) or once read
         self.client_quotas = ClientQuotas(config.get("quota.window.num"), config.get("quota.window.size.seconds"),
                                           config.get("controller.quota.window.num"),

@@ -425,6 +425,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ConfigDef("replica.fetch.response.max.bytes", _I, 10485760, "Bytes of a follower's whole fetch.",
                   _at_least(0)),
         ConfigDef("replica.fetch.backoff.ms", _I, 1000, "Pause after a failed follower fetch.", _at_least(0)),
+        ConfigDef("max.incremental.fetch.session.cache.slots", _I, 1000, "Incremental fetch sessions (KIP-227) "
+                  "the broker keeps.", _at_least(0)),
         ConfigDef("replica.socket.timeout.ms", _I, 30000, "Timeout of a follower's fetch request.", _at_least(1)),
         ConfigDef("auto.leader.rebalance.enable", _B, True, "Move leadership back to preferred replicas."),
         ConfigDef("leader.imbalance.check.interval.seconds", _L, 300, "How often leader balance is checked.",

@@ -19,6 +19,7 @@ class RequestContext:
     client_host: str = ""
     session: "ConnectionSession | None" = None  # the connection's listener, principal and SASL state
     throttle_ms: int = 0  # a handler's own quota throttle (controller mutations: api/throttling.py)
+    fetch_context: Any = None  # a Fetch's session context, for its throttled answer (api/throttling.py)
 
     @property
     def listener(self) -> str | None:

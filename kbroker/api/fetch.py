@@ -3,14 +3,20 @@
 A read_committed answer lists the aborted transactions overlapping the batches it returns, so the
 consumer can drop their records.
 
-Fetch sessions (KIP-227) are declined with session id 0, so every request is a full fetch, which
-every client handles. v13+ names topics by id. A follower's fetch (replica id set) reads up to the
-log end and is subject to the leader's replication throttle (`replica/quota.py`). Below v10 Kafka
-3.9's rules for old fetchers apply (`fetch_legacy`: zstd topics refused, and below v4 message sets
-down-converted from the batches); v0–2 have a hard size limit (no KIP-74 first batch beyond it).
+Incremental fetch sessions (KIP-227, v7+) are served by the broker's `FetchSessionCache`
+(`fetch_session/`, bounded by `max.incremental.fetch.session.cache.slots`): epoch 0 opens a session
+holding the request's partitions, an incremental request names only what changed (and forgotten
+partitions), and its answer carries only the partitions with news — records, an error, or a
+changed high watermark, last stable offset or log start. Consumers and kbroker's own followers use
+them. v13+ names topics by id. A follower's fetch (replica id set) reads up to the log end and is
+subject to the leader's replication throttle (`replica/quota.py`). Below v10 Kafka 3.9's rules for
+old fetchers apply (`fetch_legacy`: zstd topics refused, and below v4 message sets down-converted
+from the batches); v0–2 have a hard size limit (no KIP-74 first batch beyond it).
 """
 
 from __future__ import annotations
+
+import uuid
 
 import trio
 
@@ -18,47 +24,99 @@ from kbroker.api import fetch_legacy, views
 from kbroker.api.access import Op, allowed_topics, cluster_allowed
 from kbroker.api.context import RequestContext
 from kbroker.api.leaders import add_fetch_leaders
-from kbroker.errors import ErrorCode, TopicAuthorizationError, UnknownTopicIdError, error_code_of
+from kbroker.errors import (
+    ErrorCode,
+    TopicAuthorizationError,
+    UnknownTopicIdError,
+    error_code_of,
+)
+from kbroker.fetch_session import (
+    LEGACY,
+    ZERO_UUID,
+    FetchContext,
+    FetchMetadata,
+    PartitionRequest,
+    PartitionResult,
+    SessionErrorContext,
+    TopicIdPartition,
+)
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.replica.manager import FetchPartitionResult
 from kbroker.wire.protocol import to_ms
 
-
-def _topic_name(ctx: RequestContext, topic) -> tuple[str | None, object]:
-    topic_id = getattr(topic, "topic_id", None)
-    if ctx.version >= 13:
-        return views.name_of_id(ctx, topic_id), topic_id
-    return topic.topic, topic_id
+TOPIC_IDS_MIN_VERSION = 13
+SESSIONS_MIN_VERSION = 7
 
 
-async def _read_all(ctx: RequestContext, wanted, max_bytes: int, read_committed: bool, replica_id: int,
-                    denied: frozenset = frozenset()):
+class _TopicNames:
+    """The broker's topic id -> name map, looked up only for the ids a session could not name."""
+
+    __slots__ = ("ctx",)
+
+    def __init__(self, ctx: RequestContext) -> None:
+        self.ctx = ctx
+
+    def get(self, topic_id: uuid.UUID, default=None):
+        name = views.name_of_id(self.ctx, topic_id)
+        return default if name is None else name
+
+
+def _requested(ctx: RequestContext, request) -> list[tuple[TopicIdPartition, PartitionRequest]]:
+    by_id = ctx.version >= TOPIC_IDS_MIN_VERSION
+    out = []
+    for topic in request.topics:
+        if by_id:
+            topic_id = topic.topic_id
+            name = views.name_of_id(ctx, topic_id)
+        else:
+            topic_id, name = ZERO_UUID, topic.topic
+        for p in topic.partitions:
+            out.append((TopicIdPartition(topic_id, name, p.partition), PartitionRequest(
+                p.fetch_offset, p.partition_max_bytes, getattr(p, "log_start_offset", -1),
+                getattr(p, "current_leader_epoch", -1), getattr(p, "last_fetched_epoch", -1))))
+    return out
+
+
+def _forgotten(ctx: RequestContext, request) -> list[TopicIdPartition]:
+    out = []
+    for topic in getattr(request, "forgotten_topics_data", None) or ():
+        if ctx.version >= TOPIC_IDS_MIN_VERSION:
+            topic_id, name = topic.topic_id, views.name_of_id(ctx, topic.topic_id)
+        else:
+            topic_id, name = ZERO_UUID, topic.topic
+        out.extend(TopicIdPartition(topic_id, name, p) for p in topic.partitions)
+    return out
+
+
+async def _read_all(ctx: RequestContext, to_read: list[tuple[TopicIdPartition, PartitionRequest]], max_bytes: int,
+                    read_committed: bool, replica_id: int, denied: frozenset = frozenset()
+                    ) -> list[tuple[TopicIdPartition, PartitionResult]]:
     rm = ctx.broker.replica_manager
     hard_limit = ctx.version <= 2  # Kafka's hardMaxBytesLimit: before KIP-74 no batch goes beyond the limits
     budget = max_bytes
-    results: list[tuple[object, object, list[tuple[object, FetchPartitionResult]]]] = []
-    for topic, name, topic_id in wanted:
-        partitions = []
-        for p in topic.partitions:
-            if name is None:
-                partitions.append((p, FetchPartitionResult(TopicPartition("", p.partition), error=UnknownTopicIdError())))
-                continue
-            if name in denied:
-                partitions.append((p, FetchPartitionResult(TopicPartition(name, p.partition),
-                                                           error=TopicAuthorizationError())))
-                continue
+    results = []
+    for tip, req in to_read:
+        name = tip.topic
+        if name is None:
+            result = FetchPartitionResult(TopicPartition("", tip.partition), error=UnknownTopicIdError())
+        elif name in denied:
+            result = FetchPartitionResult(TopicPartition(name, tip.partition), error=TopicAuthorizationError())
+        else:
             # KIP-74: the first non-empty partition may exceed the limits by one batch, later ones may not
-            tp = TopicPartition(name, p.partition)
-            result = await views.read_partition(ctx, name, p.partition, p.fetch_offset,
-                                                min(budget, p.partition_max_bytes), read_committed,
+            result = await views.read_partition(ctx, name, tip.partition, req.fetch_offset,
+                                                min(budget, req.max_bytes), read_committed,
                                                 budget == max_bytes and not hard_limit, replica_id,
-                                                getattr(p, "current_leader_epoch", -1))
-            if replica_id >= 0 and result.error is None:
-                rm.update_follower_fetch(tp, replica_id, p.fetch_offset)  # the leader learns its progress
+                                                req.current_leader_epoch)
+            if replica_id >= 0 and result.error is None:  # the leader learns its progress
+                rm.update_follower_fetch(TopicPartition(name, tip.partition), replica_id, req.fetch_offset)
             budget = max(0, budget - result.size)
-            partitions.append((p, result))
-        results.append((name, topic_id, partitions))
+        results.append((tip, _session_result(result)))
     return results
+
+
+def _session_result(result: FetchPartitionResult) -> PartitionResult:
+    return PartitionResult(error_code_of(result.error) if result.error else ErrorCode.none, result.high_watermark,
+                           result.last_stable_offset, result.log_start_offset, result.size, payload=result)
 
 
 def _aborted_transactions(result: FetchPartitionResult) -> list[dict] | None:
@@ -67,68 +125,84 @@ def _aborted_transactions(result: FetchPartitionResult) -> list[dict] | None:
     return [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in result.aborted_transactions]
 
 
+def session_context(ctx: RequestContext, request, replica_id: int) -> FetchContext:
+    """The request's fetch-session context (sessionless below v7)."""
+    if ctx.version >= SESSIONS_MIN_VERSION:
+        metadata = FetchMetadata(request.session_id, request.session_epoch)
+    else:
+        metadata = LEGACY
+    return ctx.broker.fetch_sessions.new_context(metadata, _requested(ctx, request), _forgotten(ctx, request),
+                                                 version=ctx.version, is_follower=replica_id >= 0,
+                                                 topic_names=_TopicNames(ctx))
+
+
 async def handle(ctx: RequestContext, request) -> dict:
-    session_id, session_epoch = getattr(request, "session_id", 0), getattr(request, "session_epoch", -1)  # v7+
-    if session_id != 0 or session_epoch > 0:
-        code = ErrorCode.fetch_session_id_not_found if session_id != 0 else ErrorCode.invalid_fetch_session_epoch
-        return {"throttle_time": 0, "error_code": code, "session_id": 0, "responses": []}
     read_committed = getattr(request, "isolation_level", 0) == 1  # v4+
     replica_state = getattr(request, "replica_state", None)
     replica_id = replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1)
+    context = ctx.fetch_context = session_context(ctx, request, replica_id)
+    if isinstance(context, SessionErrorContext):
+        return {"throttle_time": 0, "error_code": context.error, "session_id": 0, "responses": []}
     max_wait_s = to_ms(request.max_wait) / 1000
     max_bytes = getattr(request, "max_bytes", 0)  # v3+
     max_bytes = max_bytes if max_bytes > 0 else 2**31 - 1
-    wanted = []
-    for topic in request.topics:
-        name, topic_id = _topic_name(ctx, topic)
-        wanted.append((topic, name, topic_id))
+    to_read = context.partitions_to_read()
     # followers need CLUSTER_ACTION, consumers READ on each topic (a view's READ is enough: its
     # source's other records never reach the reader), else TOPIC_AUTHORIZATION_FAILED, as in Kafka
-    names = {name for _, name, _ in wanted if name}
+    names = {tip.topic for tip, _ in to_read if tip.topic is not None}
     if replica_id >= 0:
         denied = frozenset() if cluster_allowed(ctx, Op.CLUSTER_ACTION) else frozenset(names)
     else:
         denied = frozenset(names - allowed_topics(ctx, Op.READ, names))
-    tps = [TopicPartition(views.source_of(ctx, name), p.partition) for topic, name, _ in wanted
-           if name and name not in denied for p in topic.partitions]
+    tps = [TopicPartition(views.source_of(ctx, tip.topic), tip.partition) for tip, _ in to_read
+           if tip.topic is not None and tip.topic not in denied]
 
     deadline = trio.current_time() + max_wait_s
     while True:
-        results = await _read_all(ctx, wanted, max_bytes, read_committed, replica_id, denied)
-        total = sum(r.size for _, _, parts in results for _, r in parts)
-        has_error = any(r.error for _, _, parts in results for _, r in parts)
+        results = await _read_all(ctx, to_read, max_bytes, read_committed, replica_id, denied)
+        total = sum(r.records_size for _, r in results)
+        has_error = any(r.error_code for _, r in results)
         remaining = deadline - trio.current_time()
         if total >= request.min_bytes or has_error or remaining <= 0 or not tps:
             break
         if not await ctx.broker.replica_manager.wait_for_fetch_data(tps, remaining):
-            results = await _read_all(ctx, wanted, max_bytes, read_committed, replica_id, denied)
+            results = await _read_all(ctx, to_read, max_bytes, read_committed, replica_id, denied)
             break
     if ctx.version < fetch_legacy.ZSTD_MIN_FETCH_VERSION:  # old fetchers: Kafka 3.9's conversions and refusals
-        fetch_legacy.adjust(ctx, results, replica_id)
+        legacy = [(tip.topic, None, [(req, r.payload)]) for (tip, req), (_, r) in zip(to_read, results)]
+        fetch_legacy.adjust(ctx, legacy, replica_id)
+        results = [(tip, _session_result(parts[0][1])) for (tip, _), (_, _, parts) in zip(to_read, legacy)]
     if replica_id >= 0:  # the leader's replication throttle counts what followers are sent
-        ctx.broker.replica_manager.record_sent_to_follower(r for _, _, parts in results for _, r in parts)
+        ctx.broker.replica_manager.record_sent_to_follower(r.payload for _, r in results)
     elif ctx.broker.stats is not None:  # BytesOut: what consumers are sent, as Kafka counts it
-        for name, _, parts in results:
-            size = sum(r.size for _, r in parts)
-            if size:
-                ctx.broker.stats.record_fetch(name, size)
-
-    responses = []
-    for name, topic_id, parts in results:
-        partitions = []
-        for p, r in parts:
-            partitions.append({
-                "partition_index": p.partition,
-                "error_code": error_code_of(r.error) if r.error else ErrorCode.none,
-                "high_watermark": r.high_watermark,
-                "last_stable_offset": r.last_stable_offset,
-                "log_start_offset": r.log_start_offset,
-                "aborted_transactions": _aborted_transactions(r),
-                "preferred_read_replica": -1,
-                "records": r.records,
-            })
-        responses.append({"topic": name, "topic_id": topic_id, "partitions": partitions})
-    data = {"throttle_time": 0, "error_code": ErrorCode.none, "session_id": 0, "responses": responses}
+        for tip, r in results:
+            if r.records_size:
+                ctx.broker.stats.record_fetch(tip.topic, r.records_size)
+    answer = context.build_response(results)
+    data = {"throttle_time": 0, "error_code": answer.error, "session_id": answer.session_id,
+            "responses": _responses(answer.partitions)}
     if ctx.broker.cluster and ctx.version >= 12:
         add_fetch_leaders(ctx, data)
     return data
+
+
+def _responses(partitions: list[tuple[TopicIdPartition, PartitionResult]]) -> list[dict]:
+    """Each run of one topic's partitions as one topic entry, in the order they were read."""
+    responses: list[dict] = []
+    current = None
+    for tip, result in partitions:
+        r = result.payload
+        if current is None or current[0] != (tip.topic_id, tip.topic):
+            current = ((tip.topic_id, tip.topic), [])
+            responses.append({"topic": tip.topic, "topic_id": tip.topic_id, "partitions": current[1]})
+        current[1].append({
+            "partition_index": tip.partition,
+            "error_code": result.error_code,
+            "high_watermark": r.high_watermark,
+            "last_stable_offset": r.last_stable_offset,
+            "log_start_offset": r.log_start_offset,
+            "aborted_transactions": _aborted_transactions(r),
+            "preferred_read_replica": -1,
+            "records": r.records,
+        })
+    return responses

@@ -12,7 +12,8 @@ header's client id:
 - Fetch from a consumer (never a follower: replica_id >= 0 is exempt from every client quota) has
   `max_bytes` capped to what the quota window allows (getMaxValueInQuotaWindow), records the
   response's size against `consumer_byte_rate`, and when throttled answers an empty response
-  (nothing read is sent, and its bytes are taken back, as Kafka's unrecordQuotaSensor);
+  (nothing read is sent, and its bytes are taken back, as Kafka's unrecordQuotaSensor) that keeps
+  an incremental fetch session's id (Kafka's getThrottledResponse);
 - CreateTopics, CreatePartitions and DeleteTopics spend `controller_mutation_rate` per partition
   (`mutation_quota`: strict from v6, v3 and v5, where an exhausted quota refuses a topic with
   THROTTLING_QUOTA_EXCEEDED; permissive before); the handler leaves its throttle in `ctx.throttle_ms`.
@@ -183,8 +184,10 @@ async def answer_with_quotas(spec, header, ctx: "RequestContext", request, frame
         if throttle > 0:  # nothing read is sent: an empty answer, its bytes taken back (Kafka's)
             if fetch_quota:
                 quotas.fetch.unrecord(user, client_id, size, now)
-            response = encode(header, {"throttle_time": throttle, "error_code": ErrorCode.none,
-                                       "session_id": 0, "responses": []})
+            session = ctx.fetch_context.throttled_response(throttle) if ctx.fetch_context is not None else None
+            response = encode(header, {"throttle_time": throttle,
+                                       "error_code": session.error if session else ErrorCode.none,
+                                       "session_id": session.session_id if session else 0, "responses": []})
     else:
         if timed:
             throttle = max(throttle, quotas.request.record_time_and_throttle(user, client_id, spent[0], now))

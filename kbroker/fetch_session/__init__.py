@@ -6,7 +6,8 @@ Modelled on Kafka's FetchSession.scala and FetchMetadata.java:
   rule deciding which partitions an incremental response carries;
 - `cache.py`: the sessions, the bounded cache and its eviction rules, and `new_context`, the call a
   Fetch handler makes;
-- `context.py`: the four kinds of `FetchContext` a request gets, which build its response.
+- `context.py`: the four kinds of `FetchContext` a request gets, which build its response;
+- `client.py`: the fetching side (Kafka's FetchSessionHandler), which kbroker's followers use.
 
 A handler does::
 
@@ -22,6 +23,7 @@ from kbroker.fetch_session.cache import (
                                            FetchSession,
                                            FetchSessionCache,
 )
+from kbroker.fetch_session.client import FetchRequestData, FetchSessionHandler
 from kbroker.fetch_session.context import (
                                            FetchContext,
                                            FullContext,
@@ -49,8 +51,29 @@ from kbroker.fetch_session.partitions import (
 )
 
 __all__ = [
-    "DEFAULT_EVICTION_MS", "DEFAULT_MAX_ENTRIES", "FINAL_EPOCH", "INITIAL", "INITIAL_EPOCH", "INVALID_SESSION_ID",
-    "LEGACY", "ZERO_UUID", "CachedPartition", "FetchContext", "FetchMetadata", "FetchSession", "FetchSessionCache",
-    "FullContext", "IncrementalContext", "PartitionRequest", "PartitionResult", "SessionErrorContext",
-    "SessionResponse", "SessionlessContext", "TopicIdPartition", "next_epoch", "partition_key",
+                                           "DEFAULT_EVICTION_MS",
+                                           "DEFAULT_MAX_ENTRIES",
+                                           "FINAL_EPOCH",
+                                           "INITIAL",
+                                           "INITIAL_EPOCH",
+                                           "INVALID_SESSION_ID",
+                                           "LEGACY",
+                                           "ZERO_UUID",
+                                           "CachedPartition",
+                                           "FetchContext",
+                                           "FetchMetadata",
+                                           "FetchRequestData",
+                                           "FetchSession",
+                                           "FetchSessionCache",
+                                           "FetchSessionHandler",
+                                           "FullContext",
+                                           "IncrementalContext",
+                                           "PartitionRequest",
+                                           "PartitionResult",
+                                           "SessionErrorContext",
+                                           "SessionResponse",
+                                           "SessionlessContext",
+                                           "TopicIdPartition",
+                                           "next_epoch",
+                                           "partition_key",
 ]

@@ -39,6 +39,7 @@ class BrokerCollector:
         rm = self.broker.replica_manager
         partitions = {(tp[0], tp[1]): p for tp, p in list(rm.partitions.items())}
         yield from self._purgatories(rm)
+        yield from self._fetch_sessions()
         yield from self._logs(partitions)
         yield from self._replica_manager(partitions)
         yield from self._controller()
@@ -88,6 +89,26 @@ class BrokerCollector:
         family.add_metric(["Produce"], rm.delayed_produces)
         family.add_metric(["Fetch"], rm.delayed_fetches)
         yield family
+
+    def _fetch_sessions(self) -> Iterator[Metric]:
+        """Kafka's FetchSessionCache metrics (kafka.server:type=FetchSessionCache), eviction as a
+        counter since start."""
+        cache = getattr(self.broker, "fetch_sessions", None)
+        if cache is None:
+            return
+        stats = cache.statistics()
+        prefix = "kafka_server_fetchsessioncache"
+        for name, doc, value in (
+                ("numincrementalfetchsessions", "Incremental fetch sessions cached (KIP-227).", stats["sessions"]),
+                ("numincrementalfetchpartitionscached", "Partitions held by the cached fetch sessions.",
+                 stats["partitions_cached"])):
+            family = GaugeMetricFamily(f"{prefix}_{name}", doc)
+            family.add_metric([], value)
+            yield family
+        evictions = CounterMetricFamily(f"{prefix}_incrementalfetchsessionevictions",
+                                        "Fetch sessions evicted to make room for new ones.")
+        evictions.add_metric([], stats["evictions"])
+        yield evictions
 
     @staticmethod
     def _logs(partitions: dict) -> Iterator[Metric]:

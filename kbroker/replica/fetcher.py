@@ -3,7 +3,9 @@
 A partition that starts following first asks the leader where its log and the leader's diverge
 (OffsetForLeaderEpoch with the follower's latest leader epoch) and truncates there — an old
 leader's unacknowledged tail goes — then fetches from its log end with Fetch v12 carrying its
-replica id and current leader epoch. Fetched batches keep their offsets (`append_as_follower`);
+replica id and current leader epoch, in an incremental fetch session with that leader (KIP-227:
+after the first full request only changed partitions are sent, and only partitions with news come
+back; `fetch_session/client.py`). Fetched batches keep their offsets (`append_as_follower`);
 the follower's high watermark is the leader's, capped by its own log end. The leader learns the
 follower's progress from the fetch offsets.
 
@@ -23,7 +25,14 @@ from typing import Any, Callable
 import trio
 
 from kbroker.errors import ErrorCode
+from kbroker.fetch_session import (
+    ZERO_UUID,
+    FetchSessionHandler,
+    PartitionRequest,
+    TopicIdPartition,
+)
 from kbroker.log.topic_partition import TopicPartition
+from kbroker.wire.protocol import to_ms
 from kbroker.wire.records import validate_batches
 
 logger = logging.getLogger(__name__)
@@ -34,6 +43,9 @@ EARLIEST_LOCAL_TIMESTAMP = -4  # ListOffsets v8+: the leader's local log start (
 UNDEFINED_EPOCH = -1
 _RETRY_ERRORS = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
                  ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available, ErrorCode.kafka_storage_error}
+
+_SESSION_ERRORS = {ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch,
+                   ErrorCode.fetch_session_topic_id_error}
 
 OpenChannel = Callable[[str, int], Any]  # (host, port) -> a channel with `await request(api_key, version, body)`
 
@@ -57,6 +69,7 @@ class _LeaderFetcher:
         self.changed = trio.Event()
         self._pause_s = manager.backoff_s
         self.channel = manager.open_channel(*endpoint)
+        self.session = FetchSessionHandler()  # our incremental fetch session with this leader (KIP-227)
 
     def poke(self) -> None:
         self.changed.set()
@@ -181,21 +194,45 @@ class _LeaderFetcher:
                 state.truncating = False
 
     async def _fetch(self, parts: dict) -> None:
+        """One Fetch in the fetch session with this leader: only what changed since the last one
+        (fetch offsets, log starts, leader epochs; added and dropped partitions) is sent, and the
+        answer carries only the partitions with news."""
         m = self.manager
+        data = self.session.build(
+            (TopicIdPartition(ZERO_UUID, tp.topic, tp.partition),
+             PartitionRequest(partition.log.log_end_offset, m.partition_max_bytes, partition.log.log_start_offset,
+                              state.leader_epoch))
+            for tp, (partition, state) in parts.items())
         topics: dict[str, list[dict]] = {}
-        for tp, (partition, state) in parts.items():
-            topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition, "current_leader_epoch": state.leader_epoch,
-                "fetch_offset": partition.log.log_end_offset, "last_fetched_epoch": -1,
-                "log_start_offset": partition.log.log_start_offset, "partition_max_bytes": m.partition_max_bytes,
+        for tip, req in data.to_send:
+            topics.setdefault(tip.topic, []).append({
+                "partition": tip.partition, "current_leader_epoch": req.current_leader_epoch,
+                "fetch_offset": req.fetch_offset, "last_fetched_epoch": -1,
+                "log_start_offset": req.log_start_offset, "partition_max_bytes": req.max_bytes,
             })
-        response = await self.channel.request(FETCH, FETCH_VERSION, {
-            "replica_id": m.node_id, "max_wait": m.max_wait_ms, "min_bytes": m.min_bytes, "max_bytes": m.max_bytes,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-            "forgotten_topics_data": [], "rack_id": "",
-        }, timeout_s=m.max_wait_ms / 1000 + m.request_timeout_s)
-        if response.error_code != ErrorCode.none:
+        forgotten: dict[str, list[int]] = {}
+        for tip in data.to_forget:
+            forgotten.setdefault(tip.topic, []).append(tip.partition)
+        try:
+            response = await self.channel.request(FETCH, FETCH_VERSION, {
+                "replica_id": m.node_id, "max_wait": m.max_wait_ms, "min_bytes": m.min_bytes,
+                "max_bytes": m.max_bytes, "isolation_level": 0,
+                "session_id": data.metadata.session_id, "session_epoch": data.metadata.epoch,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+                "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in forgotten.items()],
+                "rack_id": "",
+            }, timeout_s=m.max_wait_ms / 1000 + m.request_timeout_s)
+        except BaseException:
+            self.session.handle_error()
+            raise
+        answered = [TopicIdPartition(ZERO_UUID, topic.topic, p.partition_index)
+                    for topic in response.responses for p in topic.partitions]
+        if not self.session.handle_response(response.error_code, response.session_id, answered,
+                                            to_ms(response.throttle_time)):
+            if response.error_code in _SESSION_ERRORS:
+                logger.info("fetch session with broker %d: %s; starting a new one", self.leader_id,
+                            ErrorCode(response.error_code).name)
+                return  # the next request is full, at once
             raise RuntimeError(f"fetch failed with {ErrorCode(response.error_code).name}")
         for topic in response.responses:
             for p in topic.partitions:

@@ -1,6 +1,6 @@
 """Property tests of fetch sessions against a sessionless reference, on a fake clock.
 
-- A client following KIP-227 as Kafka's FetchSessionHandler does (full request, then incremental ones
+- A client following KIP-227 with kbroker's FetchSessionHandler (full request, then incremental ones
   listing only added or changed partitions and forgetting the dropped ones; back to a full request on
   a session error) and applying each response to its own view ends every round with the view a
   sessionless client has, given the same per-partition results — while other clients fill the cache
@@ -25,6 +25,7 @@ from kbroker.fetch_session import (
     CachedPartition,
     FetchMetadata,
     FetchSessionCache,
+    FetchSessionHandler,
     IncrementalContext,
     PartitionRequest,
     PartitionResult,
@@ -42,44 +43,29 @@ class FakeClock:
 
 
 class ProtocolClient:
-    """Kafka's FetchSessionHandler, reduced to what the broker sees."""
+    """kbroker's FetchSessionHandler (Kafka's, the followers' side) and the view a client builds
+    from the responses it may use."""
 
     def __init__(self, version: int) -> None:
         self.version = version
-        self.next_metadata = INITIAL
-        self.session: dict = {}  # key -> (tp, request) the client believes the session holds
+        self.handler = FetchSessionHandler()
         self.view: dict = {}  # key -> (error, high watermark, last stable offset, log start offset)
-        self._sent_wanted: dict = {}
+
+    @property
+    def next_metadata(self) -> FetchMetadata:
+        return self.handler.next_metadata
 
     def build(self, wanted: dict):
-        self._sent_wanted = dict(wanted)
-        if self.next_metadata.is_full:
-            return self.next_metadata, list(wanted.values()), []
-        changed = [(tp, r) for key, (tp, r) in wanted.items() if self.session.get(key) != (tp, r)]
-        forgotten = [tp for key, (tp, _) in self.session.items() if key not in wanted]
-        return self.next_metadata, changed, forgotten
+        data = self.handler.build(wanted.values())
+        return data.metadata, data.to_send, data.to_forget
 
     def handle(self, response) -> bool:
-        if response.error != ErrorCode.none:
-            if response.error == ErrorCode.fetch_session_id_not_found:
-                self.next_metadata = INITIAL
-            else:
-                self.next_metadata = self.next_metadata.next_close_existing_attempt_new()
-            return False
-        for tp, result in response.partitions:
-            self.view[tp.key] = state_of(result)
-        if self.next_metadata.is_full:
-            if response.session_id == INVALID_SESSION_ID:
-                self.next_metadata, self.session = INITIAL, {}
-            else:
-                self.next_metadata = FetchMetadata.new_incremental(response.session_id)
-                self.session = dict(self._sent_wanted)
-        elif response.session_id == INVALID_SESSION_ID:  # the broker closed the session
-            self.next_metadata, self.session = INITIAL, {}
-        else:
-            self.next_metadata = self.next_metadata.next_incremental()
-            self.session = dict(self._sent_wanted)
-        return True
+        ok = self.handler.handle_response(response.error, response.session_id,
+                                          [tp for tp, _ in response.partitions], response.throttle_time_ms)
+        if ok:
+            for tp, result in response.partitions:
+                self.view[tp.key] = state_of(result)
+        return ok
 
 
 def state_of(result: PartitionResult) -> tuple:

@@ -99,7 +99,8 @@ def test_a_topic_config_change_starts_and_stops_the_throttle(leader):
 # -- the follower side ----------------------------------------------------------------------------
 
 class FetchChannel:
-    """Records the partitions of each Fetch; answers with nothing."""
+    """Records the partitions of each Fetch; answers with nothing, and keeps no fetch session (so
+    every request lists every partition the follower fetches)."""
 
     def __init__(self) -> None:
         self.fetched: list[set[TopicPartition]] = []
@@ -108,7 +109,7 @@ class FetchChannel:
         assert api_key == FETCH
         self.fetched.append({TopicPartition(t["topic"], p["partition"]) for t in body["topics"]
                              for p in t["partitions"]})
-        return SimpleNamespace(error_code=ErrorCode.none, responses=[])
+        return SimpleNamespace(error_code=ErrorCode.none, session_id=0, throttle_time=0, responses=[])
 
     async def aclose(self):
         pass
