@@ -1,5 +1,6 @@
 """Prometheus metrics in a three-broker ZooKeeper cluster (real processes, RF 3): every broker
-serves its own endpoint; records in summed over the leaders equal what was acknowledged; exactly
+serves its own endpoint; records in summed over the leaders equal what was acknowledged; followers
+fetch in incremental fetch sessions; exactly
 one broker counts as the active controller, before and after the controller is killed with
 SIGKILL; once the dead broker leaves the ISRs, the leaders report under-replicated partitions and
 no partition is offline — and every acknowledged record is still readable."""
@@ -45,6 +46,12 @@ def test_a_killed_controller_leaves_one_active_controller_and_under_replicated_l
                for s in before.values()) == producer.acked_count  # each record counted once, by its leader
     assert sum(mk.value(s, "kafka_controller_kafkacontroller_activecontrollercount") for s in before.values()) == 1
     assert all(mk.value(s, "kafka_server_replicamanager_underreplicatedpartitions") == 0 for s in before.values())
+    # the followers fetch in incremental sessions (KIP-227): every leader holds sessions and has
+    # answered incremental fetches; nobody's session failed
+    for s in before.values():
+        assert mk.value(s, "kafka_server_fetchsessioncache_numincrementalfetchsessions") >= 1
+        assert mk.value(s, "kbroker_fetch_session_requests_total", kind="incremental") > 0
+        assert mk.value(s, "kbroker_fetch_session_requests_total", kind="error") == 0
     for partition in range(3):  # every replica's log metrics: three logs per partition
         assert sum(1 for s in before.values()
                    if mk.value(s, "kafka_log_log_logendoffset", topic=TOPIC, partition=str(partition)) is not None) == 3

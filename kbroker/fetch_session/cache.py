@@ -124,6 +124,8 @@ class FetchSessionCache:
         self._sessions: dict[int, FetchSession] = {}
         self._num_partitions = 0
         self.evictions = 0  # IncrementalFetchSessionEvictionsPerSec counts these
+        # Fetch requests by what new_context made of them (kbroker's metric; Kafka has none)
+        self.requests = {"sessionless": 0, "full": 0, "incremental": 0, "error": 0}
 
     # --- the cache (FetchSessionCacheShard) ---
 
@@ -143,7 +145,8 @@ class FetchSessionCache:
 
     def statistics(self) -> dict[str, int]:
         return {"sessions": len(self._sessions), "partitions_cached": self._num_partitions,
-                "evictions": self.evictions, "max_entries": self.max_entries}
+                "evictions": self.evictions, "max_entries": self.max_entries,
+                **{f"{kind}_requests": n for kind, n in self.requests.items()}}
 
     def new_session_id(self) -> int:
         """A random positive id no cached session has."""
@@ -220,7 +223,16 @@ class FetchSessionCache:
         version, `is_follower` whether a replica sent it (its session is privileged), `topic_names`
         the broker's id -> name map, to name partitions a session learnt while their topic was unknown.
         """
-        fetch_data = dedupe(partitions)
+        context = self._new_context(metadata, dedupe(partitions), forgotten, version, is_follower, topic_names)
+        kind = ("sessionless" if isinstance(context, SessionlessContext) else "full"
+                if isinstance(context, FullContext) else "incremental"
+                if isinstance(context, IncrementalContext) else "error")
+        self.requests[kind] += 1
+        return context
+
+    def _new_context(self, metadata: FetchMetadata, fetch_data: list[tuple[TopicIdPartition, PartitionRequest]],
+                     forgotten: Iterable[TopicIdPartition], version: int, is_follower: bool,
+                     topic_names: Mapping[uuid.UUID, str] | None) -> FetchContext:
         if metadata.is_full:
             if metadata.session_id != INVALID_SESSION_ID:
                 self.remove(metadata.session_id)  # a full request closes the session it names

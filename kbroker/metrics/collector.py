@@ -109,6 +109,12 @@ class BrokerCollector:
                                         "Fetch sessions evicted to make room for new ones.")
         evictions.add_metric([], stats["evictions"])
         yield evictions
+        requests = CounterMetricFamily("kbroker_fetch_session_requests", "Fetch requests by what their session "
+                                       "metadata made of them: sessionless, full (a session asked for), "
+                                       "incremental, or a session error (kbroker).", labels=["kind"])
+        for kind in ("sessionless", "full", "incremental", "error"):
+            requests.add_metric([kind], stats[f"{kind}_requests"])
+        yield requests
 
     @staticmethod
     def _logs(partitions: dict) -> Iterator[Metric]:

@@ -499,5 +499,10 @@ def test_peek_response_changes_nothing():
 def test_statistics():
     cache = new_cache(5)
     foo = tip("foo", 0)
-    cache.new_context(INITIAL, [(foo, req(0))], version=12).build_response([(foo, ok(1))])
-    assert cache.statistics() == {"sessions": 1, "partitions_cached": 1, "evictions": 0, "max_entries": 5}
+    sid = cache.new_context(INITIAL, [(foo, req(0))], version=12).build_response([(foo, ok(1))]).session_id
+    cache.new_context(FetchMetadata(sid, 1), [], version=12)
+    cache.new_context(FetchMetadata(sid, 7), [], version=12)
+    cache.new_context(LEGACY, [(foo, req(0))], version=6)
+    assert cache.statistics() == {"sessions": 1, "partitions_cached": 1, "evictions": 0, "max_entries": 5,
+                                  "sessionless_requests": 1, "full_requests": 1, "incremental_requests": 1,
+                                  "error_requests": 1}
