@@ -33,8 +33,10 @@ from kbroker.errors import (
 from kbroker.fetch_session import (
     LEGACY,
     ZERO_UUID,
+    CachedPartition,
     FetchContext,
     FetchMetadata,
+    IncrementalContext,
     PartitionRequest,
     PartitionResult,
     SessionErrorContext,
@@ -89,19 +91,30 @@ def _forgotten(ctx: RequestContext, request) -> list[TopicIdPartition]:
 
 
 async def _read_all(ctx: RequestContext, to_read: list[tuple[TopicIdPartition, PartitionRequest]], max_bytes: int,
-                    read_committed: bool, replica_id: int, denied: frozenset = frozenset()
-                    ) -> list[tuple[TopicIdPartition, PartitionResult]]:
+                    read_committed: bool, replica_id: int, denied: frozenset = frozenset(),
+                    cached: list[CachedPartition] | None = None) -> list[tuple[TopicIdPartition, PartitionResult]]:
+    """Each partition's read, as a sessionless fetch would answer it. In an incremental session
+    (`cached`: the session's partitions, in the order of `to_read`) a partition whose log, high
+    watermark, leadership and request have not changed since a read that found nothing new is
+    not read again: it has no news, and is left out of the results (`_memo`)."""
     rm = ctx.broker.replica_manager
     hard_limit = ctx.version <= 2  # Kafka's hardMaxBytesLimit: before KIP-74 no batch goes beyond the limits
     budget = max_bytes
     results = []
-    for tip, req in to_read:
+    now_ms = rm.now_ms() if cached is not None and replica_id >= 0 else 0
+    for i, (tip, req) in enumerate(to_read):
         name = tip.topic
         if name is None:
             result = FetchPartitionResult(TopicPartition("", tip.partition), error=UnknownTopicIdError())
         elif name in denied:
             result = FetchPartitionResult(TopicPartition(name, tip.partition), error=TopicAuthorizationError())
         else:
+            entry = cached[i] if cached is not None else None
+            if entry is not None and entry.memo is not None and _unchanged(rm, entry.memo, req):
+                follower = entry.memo[-1]
+                if follower is not None:  # caught up at an unmoved log end: what update_follower_fetch records
+                    follower.last_caught_up_ms = follower.last_fetch_ms = now_ms
+                continue
             # KIP-74: the first non-empty partition may exceed the limits by one batch, later ones may not
             result = await views.read_partition(ctx, name, tip.partition, req.fetch_offset,
                                                 min(budget, req.max_bytes), read_committed,
@@ -110,8 +123,57 @@ async def _read_all(ctx: RequestContext, to_read: list[tuple[TopicIdPartition, P
             if replica_id >= 0 and result.error is None:  # the leader learns its progress
                 rm.update_follower_fetch(TopicPartition(name, tip.partition), replica_id, req.fetch_offset)
             budget = max(0, budget - result.size)
+            if entry is not None:
+                entry.memo = _memo(ctx, name, tip.partition, req, result, read_committed, replica_id, entry)
         results.append((tip, _session_result(result)))
     return results
+
+
+def _memo(ctx: RequestContext, name: str, partition: int, req: PartitionRequest, result: FetchPartitionResult,
+          read_committed: bool, replica_id: int, sent: CachedPartition) -> tuple | None:
+    """What a read that found nothing new depended on, or None when it may have found something:
+    records, an error, a read from the archive, a fetch offset short of what it may read, or
+    offsets the session has not sent yet (this answer will; the next read makes the memo)."""
+    if result.error is not None or result.records or (result.high_watermark, result.last_stable_offset,
+                                                      result.log_start_offset) != (
+            sent.high_watermark, sent.last_stable_offset, sent.local_log_start_offset):
+        return None
+    p = ctx.broker.replica_manager.partitions.get(TopicPartition(views.source_of(ctx, name), partition))
+    if p is None or not p.is_leader:
+        return None
+    log = p.log
+    if log.config.remote_storage_enable:
+        return None
+    end = log.log_end_offset if replica_id >= 0 else p.last_stable_offset if read_committed else log.high_watermark
+    if req.fetch_offset != end:
+        return None
+    follower = p.followers.get(replica_id) if replica_id >= 0 else None
+    if replica_id >= 0 and follower is None:
+        return None
+    return (p, log, log.log_end_offset, log.high_watermark, log.log_start_offset, p.leader_epoch, p.leader_id, req,
+            follower)
+
+
+def _unchanged(rm, memo: tuple, req: PartitionRequest) -> bool:
+    p, log, end, hw, start, epoch, leader, memo_req, _follower = memo
+    return (memo_req is req and p.log is log and log.log_end_offset == end and log.high_watermark == hw
+            and log.log_start_offset == start and p.leader_epoch == epoch and p.leader_id == leader
+            and rm.partitions.get(p.topic_partition) is p)
+
+
+def _partitions_to_wait_on(ctx: RequestContext, context: FetchContext,
+                           to_read: list[tuple[TopicIdPartition, PartitionRequest]],
+                           denied: frozenset) -> list[TopicPartition]:
+    """The (source) partitions whose appends end a long poll; an incremental session keeps the
+    list until its partitions or the denied topics change."""
+    session = context.session if isinstance(context, IncrementalContext) else None
+    if session is not None and session.memo is not None and session.memo[0] == denied:
+        return session.memo[1]
+    tps = [TopicPartition(views.source_of(ctx, tip.topic), tip.partition) for tip, _ in to_read
+           if tip.topic is not None and tip.topic not in denied]
+    if session is not None:
+        session.memo = (denied, tps)
+    return tps
 
 
 def _session_result(result: FetchPartitionResult) -> PartitionResult:
@@ -154,19 +216,20 @@ async def handle(ctx: RequestContext, request) -> dict:
         denied = frozenset() if cluster_allowed(ctx, Op.CLUSTER_ACTION) else frozenset(names)
     else:
         denied = frozenset(names - allowed_topics(ctx, Op.READ, names))
-    tps = [TopicPartition(views.source_of(ctx, tip.topic), tip.partition) for tip, _ in to_read
-           if tip.topic is not None and tip.topic not in denied]
+    tps = _partitions_to_wait_on(ctx, context, to_read, denied)
 
+    cached = context.cached_partitions() if isinstance(context, IncrementalContext) else None
     deadline = trio.current_time() + max_wait_s
     while True:
-        results = await _read_all(ctx, to_read, max_bytes, read_committed, replica_id, denied)
+        results = await _read_all(ctx, to_read, max_bytes, read_committed, replica_id, denied, cached)
         total = sum(r.records_size for _, r in results)
         has_error = any(r.error_code for _, r in results)
         remaining = deadline - trio.current_time()
         if total >= request.min_bytes or has_error or remaining <= 0 or not tps:
             break
         if not await ctx.broker.replica_manager.wait_for_fetch_data(tps, remaining):
-            results = await _read_all(ctx, to_read, max_bytes, read_committed, replica_id, denied)
+            if total or cached is None:  # else nothing was read, and no append came: no need to look again
+                results = await _read_all(ctx, to_read, max_bytes, read_committed, replica_id, denied, cached)
             break
     if ctx.version < fetch_legacy.ZSTD_MIN_FETCH_VERSION:  # old fetchers: Kafka 3.9's conversions and refusals
         legacy = [(tip.topic, None, [(req, r.payload)]) for (tip, req), (_, r) in zip(to_read, results)]

@@ -56,7 +56,7 @@ class FetchSession:
     bookkeeping (when it was last used, its size and evictability then)."""
 
     __slots__ = ("id", "privileged", "partitions", "uses_topic_ids", "creation_ms", "last_used_ms",
-                 "epoch", "cached_size", "evictable_by_all", "evictable_by_privileged")
+                 "epoch", "cached_size", "evictable_by_all", "evictable_by_privileged", "memo")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict[Hashable, CachedPartition],
                  uses_topic_ids: bool, creation_ms: int, last_used_ms: int, epoch: int) -> None:
@@ -70,6 +70,7 @@ class FetchSession:
         self.cached_size = -1  # the size when last touched; -1 while not in the cache
         self.evictable_by_all = False
         self.evictable_by_privileged = False
+        self.memo = None  # the handler's, about the partitions as a whole; dropped when they change
 
     @property
     def size(self) -> int:
@@ -104,6 +105,8 @@ class FetchSession:
         for tp in forgotten:
             if self.partitions.pop(tp.key, None) is not None:
                 removed.append(tp)
+        if added or removed:
+            self.memo = None
         return added, updated, removed
 
     def __repr__(self) -> str:

@@ -49,22 +49,31 @@ class FetchSessionHandler:
         return self.next_metadata.session_id
 
     def build(self, wanted: Iterable[tuple[TopicIdPartition, PartitionRequest]]) -> FetchRequestData:
-        want = {tp.key: (tp, req) for tp, req in wanted}
+        wanted = list(wanted)
         if self.next_metadata.is_full:
-            self.session_partitions = want
-            return FetchRequestData(self.next_metadata, list(want.values()), [])
-        to_send, to_forget = [], []
-        for key, (tp, req) in list(self.session_partitions.items()):
-            now = want.get(key)
-            if now is None:
-                del self.session_partitions[key]
-                to_forget.append(tp)
-            elif now[1] != req:
-                self.session_partitions[key] = now
-                to_send.append(now)
-        for key, entry in want.items():
-            if key not in self.session_partitions:
-                self.session_partitions[key] = entry
+            self.session_partitions = {tp.key: (tp, req) for tp, req in wanted}
+            return FetchRequestData(self.next_metadata, list(self.session_partitions.values()), [])
+        session = self.session_partitions
+        held = len(session)
+        to_send, added, present = [], [], 0
+        for entry in wanted:  # a steady partition is the same entry object as last time: cheap
+            key = entry[0].key
+            old = session.get(key)
+            if old is None:
+                added.append((key, entry))
+                continue
+            present += 1
+            if old is not entry and old[1] != entry[1]:
+                session[key] = entry
+                to_send.append(entry)
+        to_forget = []
+        if present < held:  # some partitions are no longer wanted
+            keys = {tp.key for tp, _ in wanted}
+            for key in [k for k in session if k not in keys]:
+                to_forget.append(session.pop(key)[0])
+        for key, entry in added:
+            if key not in session:
+                session[key] = entry
                 to_send.append(entry)
         return FetchRequestData(self.next_metadata, to_send, to_forget)
 

@@ -172,12 +172,16 @@ class IncrementalContext(FetchContext):
         return self.session.epoch != next_epoch(self.metadata.epoch)
 
     def partitions_to_read(self) -> list[tuple[TopicIdPartition, PartitionRequest]]:
-        out = []
-        for part in self.session.partitions.values():
-            if self.session.uses_topic_ids:
-                part.maybe_resolve_unknown_name(self.topic_names)
-            out.append((part.topic_id_partition, part.request))
-        return out
+        return [(part.tip, part.req) for part in self.cached_partitions()]
+
+    def cached_partitions(self) -> list[CachedPartition]:
+        """The session's partitions in reading order (their `memo` is the handler's)."""
+        parts = list(self.session.partitions.values())
+        if self.session.uses_topic_ids:
+            for part in parts:
+                if part.maybe_resolve_unknown_name(self.topic_names):
+                    self.session.memo = None
+        return parts
 
     def fetch_offset(self, tp: TopicIdPartition) -> int | None:
         return self.session.fetch_offset(tp)

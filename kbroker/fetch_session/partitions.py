@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from kbroker.errors import ErrorCode
@@ -37,10 +37,10 @@ class TopicIdPartition:
     topic_id: uuid.UUID
     topic: str | None  # None: the broker knows no topic with this id (yet)
     partition: int
+    key: Hashable = field(init=False, repr=False, compare=False)  # partition_key(), computed once
 
-    @property
-    def key(self) -> Hashable:
-        return partition_key(self.topic_id, self.topic, self.partition)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", partition_key(self.topic_id, self.topic, self.partition))
 
     def __str__(self) -> str:
         name = self.topic if self.topic is not None else "<unknown>"
@@ -81,51 +81,71 @@ class PartitionResult:
 
 
 class CachedPartition:
-    """One partition of a session (Kafka's CachedPartition, plus the last stable offset)."""
+    """One partition of a session (Kafka's CachedPartition, plus the last stable offset).
 
-    __slots__ = ("topic", "topic_id", "partition", "max_bytes", "fetch_offset", "high_watermark",
-                 "leader_epoch", "fetcher_log_start_offset", "local_log_start_offset",
-                 "last_fetched_epoch", "last_stable_offset")
+    It keeps the request's own `tip` and `req` values (read back as they were sent, nothing
+    rebuilt per fetch) and a `memo` slot the handler owns: whatever lets it tell that nothing
+    changed since it last read the partition (kbroker's api/fetch.py skips such a read)."""
+
+    __slots__ = ("tip", "req", "high_watermark", "local_log_start_offset", "last_stable_offset", "memo")
 
     def __init__(self, tp: TopicIdPartition, req: PartitionRequest) -> None:
-        self.topic = tp.topic
-        self.topic_id = tp.topic_id
-        self.partition = tp.partition
-        self.max_bytes = req.max_bytes
-        self.fetch_offset = req.fetch_offset
-        self.fetcher_log_start_offset = req.log_start_offset
-        self.leader_epoch = req.current_leader_epoch
-        self.last_fetched_epoch = req.last_fetched_epoch
+        self.tip = tp
+        self.req = req
         # what the session last answered; -1 until then, so a new partition is always sent
         self.high_watermark = -1
         self.local_log_start_offset = -1
         self.last_stable_offset = -1
+        self.memo: Any = None
+
+    @property
+    def topic(self) -> str | None:
+        return self.tip.topic
+
+    @property
+    def topic_id(self) -> uuid.UUID:
+        return self.tip.topic_id
+
+    @property
+    def partition(self) -> int:
+        return self.tip.partition
+
+    @property
+    def fetch_offset(self) -> int:
+        return self.req.fetch_offset
+
+    @property
+    def max_bytes(self) -> int:
+        return self.req.max_bytes
 
     @property
     def key(self) -> Hashable:
-        return partition_key(self.topic_id, self.topic, self.partition)
+        return self.tip.key
 
     @property
     def topic_id_partition(self) -> TopicIdPartition:
-        return TopicIdPartition(self.topic_id, self.topic, self.partition)
+        return self.tip
 
     @property
     def request(self) -> PartitionRequest:
         """The request parameters an incremental request that did not list this partition reuses."""
-        return PartitionRequest(self.fetch_offset, self.max_bytes, self.fetcher_log_start_offset,
-                                self.leader_epoch, self.last_fetched_epoch)
+        return self.req
 
     def update_request_params(self, req: PartitionRequest) -> None:
-        self.max_bytes = req.max_bytes
-        self.fetch_offset = req.fetch_offset
-        self.fetcher_log_start_offset = req.log_start_offset
-        self.leader_epoch = req.current_leader_epoch
-        self.last_fetched_epoch = req.last_fetched_epoch
+        if req != self.req:
+            self.req = req
+            self.memo = None
 
-    def maybe_resolve_unknown_name(self, topic_names: Mapping[uuid.UUID, str]) -> None:
-        """Name a partition whose topic id the broker did not know when the session learnt it."""
-        if self.topic is None:
-            self.topic = topic_names.get(self.topic_id)
+    def maybe_resolve_unknown_name(self, topic_names: Mapping[uuid.UUID, str]) -> bool:
+        """Name a partition whose topic id the broker did not know when the session learnt it;
+        whether it got a name now."""
+        if self.tip.topic is None:
+            name = topic_names.get(self.tip.topic_id)
+            if name is not None:
+                self.tip = TopicIdPartition(self.tip.topic_id, name, self.tip.partition)
+                self.memo = None
+                return True
+        return False
 
     def maybe_update_response_data(self, result: PartitionResult, update: bool) -> bool:
         """Whether `result` must go into an incremental response; with `update`, remember it."""
@@ -155,8 +175,5 @@ class CachedPartition:
         return must_respond
 
     def __repr__(self) -> str:
-        return (f"CachedPartition(topic={self.topic!r}, topic_id={self.topic_id}, partition={self.partition}, "
-                f"max_bytes={self.max_bytes}, fetch_offset={self.fetch_offset}, "
-                f"high_watermark={self.high_watermark}, last_stable_offset={self.last_stable_offset}, "
-                f"fetcher_log_start_offset={self.fetcher_log_start_offset}, "
-                f"local_log_start_offset={self.local_log_start_offset})")
+        return (f"CachedPartition({self.tip}, {self.req}, high_watermark={self.high_watermark}, "
+                f"last_stable_offset={self.last_stable_offset}, local_log_start_offset={self.local_log_start_offset})")

@@ -85,6 +85,7 @@ class LogManager(LogDirs):
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.logs: dict[TopicPartition, Log] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._last_checkpoints: dict[tuple[Path, str], dict[TopicPartition, int]] = {}  # what each file says
         self._logs_to_delete: list[tuple[int, Log]] = []
         self.had_clean_shutdown: dict[Path, bool] = {}
         # Compacted logs: how far each is clean (cleaner-offset-checkpoint), and the earliest
@@ -229,12 +230,22 @@ class LogManager(LogDirs):
 
     def _logs_in(self, d: Path) -> dict[TopicPartition, Log]:
         """The logs in `d`, current and future (a partition has at most one of each, in two dirs)."""
-        logs = {tp: lg for tp, lg in self.logs.items() if self._dir_of[tp] == d}
+        dir_of = self._dir_of
+        if len(self.log_dirs) == 1:  # every log is in the one dir
+            logs = dict(self.logs)
+        else:
+            logs = {tp: lg for tp, lg in self.logs.items() if (x := dir_of[tp]) is d or x == d}
         logs.update((tp, lg) for tp, lg in self.future_logs.items() if self._future_dir_of[tp] == d)
         return logs
 
     def _write_checkpoint(self, d: Path, name: str, offsets: dict[TopicPartition, int]) -> None:
+        """Write a checkpoint file, unless it would say what the last write to it said (idle
+        partitions cost no file write every few seconds)."""
+        key = (d, name)
+        if self._last_checkpoints.get(key) == offsets and (d / name).exists():
+            return
         OffsetCheckpointFile(d / name).write(offsets)
+        self._last_checkpoints[key] = offsets
 
     def checkpoint_recovery_points(self) -> None:
         for d in self.live_log_dirs:
@@ -335,16 +346,16 @@ class LogManager(LogDirs):
         flushes a rolled segment in the background). Returns the number of logs flushed."""
         now = self._now_ms() if now_ms is None else now_ms
         flushed = 0
-        for tp, lg, d in [(tp, lg, self._dir_of[tp]) for tp, lg in self.logs.items()] + \
-                [(tp, lg, self._future_dir_of[tp]) for tp, lg in self.future_logs.items()]:
-            if lg.closed:
-                continue  # its dir went offline meanwhile
-            if now - lg.last_flush_ms >= lg.config.flush_interval_ms:
-                self._in_dir(d, f"flushing {tp}", lg.flush)
-                flushed += 1
-            elif lg.recovery_point < lg.active_segment.base_offset:
-                self._in_dir(d, f"flushing {tp}", lambda lg=lg: lg.flush(lg.active_segment.base_offset))
-                flushed += 1
+        for logs, dir_of in ((self.logs, self._dir_of), (self.future_logs, self._future_dir_of)):
+            for tp, lg in list(logs.items()):
+                if lg.closed:
+                    continue  # its dir went offline meanwhile
+                if now - lg.last_flush_ms >= lg.config.flush_interval_ms:
+                    self._in_dir(dir_of[tp], f"flushing {tp}", lg.flush)
+                    flushed += 1
+                elif lg.recovery_point < lg.log_end_offset and lg.recovery_point < lg.active_segment.base_offset:
+                    self._in_dir(dir_of[tp], f"flushing {tp}", lambda lg=lg: lg.flush(lg.active_segment.base_offset))
+                    flushed += 1
         return flushed
 
     def shutdown(self) -> None:

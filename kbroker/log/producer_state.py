@@ -341,8 +341,10 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """The first offset of the earliest ongoing or unreplicated transaction (Kafka's
         firstUnstableOffset), None when there is none."""
-        firsts = list(self.ongoing_txns) + list(self.unreplicated_txns)
-        return min(firsts) if firsts else None
+        if not self.ongoing_txns:
+            return min(self.unreplicated_txns) if self.unreplicated_txns else None
+        first = min(self.ongoing_txns)
+        return min(first, min(self.unreplicated_txns)) if self.unreplicated_txns else first
 
     def first_undecided_offset(self) -> int | None:
         """The first offset of the earliest transaction without a marker."""

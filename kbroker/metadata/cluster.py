@@ -175,6 +175,9 @@ class ClusterMetadataStore:
         return stat.czxid
 
     # -- MetadataStore reads -----------------------------------------------------------------------
+    def has_retired_partitions(self) -> bool:
+        return bool(self._retired)
+
     def is_retired(self, topic: str, partition: int) -> bool:
         """A partition a decrease took out of the topic: still hosted and readable, never appended to."""
         retired = self._retired.get(topic)

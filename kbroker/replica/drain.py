@@ -76,11 +76,15 @@ class PartitionDrains:
                 await trio.sleep(SCAN_INTERVAL_S)
 
     def _to_drain(self) -> list[TopicPartition]:
+        if not self.metadata.has_retired_partitions():
+            return []
         return [tp for tp in list(self.rm.partitions) if tp not in self._running and self._still_mine(tp)]
 
     def _still_mine(self, tp: TopicPartition) -> bool:
+        if not self.metadata.is_retired(tp.topic, tp.partition):  # first: it is rarely so
+            return False
         partition = self.rm.partitions.get(tp)
-        return partition is not None and partition.is_leader and self.metadata.is_retired(tp.topic, tp.partition)
+        return partition is not None and partition.is_leader
 
     async def _drain(self, tp: TopicPartition) -> None:
         since = stalled_since = trio.current_time()

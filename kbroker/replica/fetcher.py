@@ -57,6 +57,23 @@ class _FetchState:
     delayed_until: float = 0.0
     in_sync: bool = False  # at the leader's high watermark after the last fetch (Kafka: lag 0)
     moved_to_tiered: bool = False  # the leader archived our fetch offset: restart at its local log start
+    entry: tuple[TopicIdPartition, PartitionRequest] | None = None  # what the fetch session last got
+
+    def session_entry(self, tp: TopicPartition, log, max_bytes: int) -> tuple[TopicIdPartition, PartitionRequest]:
+        """The partition as the fetch session names it, and its fetch parameters now: the same
+        objects as last time while nothing moved, so the session sees no change cheaply."""
+        entry = self.entry
+        end, start = log.log_end_offset, log.log_start_offset
+        if entry is not None:
+            req = entry[1]
+            if (req.fetch_offset == end and req.log_start_offset == start
+                    and req.current_leader_epoch == self.leader_epoch and req.max_bytes == max_bytes):
+                return entry
+            tip = entry[0]
+        else:
+            tip = TopicIdPartition(ZERO_UUID, tp.topic, tp.partition)
+        self.entry = (tip, PartitionRequest(end, max_bytes, start, self.leader_epoch))
+        return self.entry
 
 
 class _LeaderFetcher:
@@ -98,25 +115,29 @@ class _LeaderFetcher:
         self._pause_s = self.manager.backoff_s
         rm = self.manager.replica_manager
         ready = {}
+        special = False  # some partition truncates or restarts at the leader's local log start
+        node_id, leader_id = self.manager.node_id, self.leader_id
         for tp, state in list(self.partitions.items()):
             partition = rm.partitions.get(tp)
-            if partition is None or partition.is_leader or partition.leader_id != self.leader_id:
+            if partition is None or partition.leader_id != leader_id or leader_id == node_id:
                 self.partitions.pop(tp, None)
                 continue
             state.leader_epoch = partition.leader_epoch
             if state.delayed_until <= now:
                 ready[tp] = (partition, state)
+                special = special or state.truncating or state.moved_to_tiered
         if not ready:
             return False
-        truncating = {tp: v for tp, v in ready.items() if v[1].truncating}
+        truncating = {tp: v for tp, v in ready.items() if v[1].truncating} if special else {}
         try:
-            tiered = {tp: v for tp, v in ready.items() if v[1].moved_to_tiered}
+            tiered = {tp: v for tp, v in ready.items() if v[1].moved_to_tiered} if special else {}
             if tiered:
                 await self._start_at_local_log_start(tiered)
                 return True
             if truncating:
                 await self._truncate(truncating)
-            fetching = {tp: v for tp, v in ready.items() if not v[1].truncating and not self._throttled(tp, v[1])}
+            fetching = {tp: v for tp, v in ready.items()
+                        if not v[1].truncating and (v[1].in_sync or not self._throttled(tp, v[1]))}
             if not fetching and not truncating:  # held back by the throttle: until the quota allows again
                 throttle_ms = self.manager.replica_manager.quotas.follower.throttle_time_ms()
                 self._pause_s = min(self._pause_s, max(throttle_ms, 10) / 1000)
@@ -198,11 +219,8 @@ class _LeaderFetcher:
         (fetch offsets, log starts, leader epochs; added and dropped partitions) is sent, and the
         answer carries only the partitions with news."""
         m = self.manager
-        data = self.session.build(
-            (TopicIdPartition(ZERO_UUID, tp.topic, tp.partition),
-             PartitionRequest(partition.log.log_end_offset, m.partition_max_bytes, partition.log.log_start_offset,
-                              state.leader_epoch))
-            for tp, (partition, state) in parts.items())
+        data = self.session.build(state.session_entry(tp, partition.log, m.partition_max_bytes)
+                                  for tp, (partition, state) in parts.items())
         topics: dict[str, list[dict]] = {}
         for tip, req in data.to_send:
             topics.setdefault(tip.topic, []).append({
