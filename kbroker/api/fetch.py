@@ -20,20 +20,13 @@ import uuid
 
 import trio
 
-from kbroker.api import fetch_legacy, views
+from kbroker.api import fetch_legacy, fetch_reads, views
 from kbroker.api.access import Op, allowed_topics, cluster_allowed
 from kbroker.api.context import RequestContext
 from kbroker.api.leaders import add_fetch_leaders
-from kbroker.errors import (
-    ErrorCode,
-    TopicAuthorizationError,
-    UnknownTopicIdError,
-    error_code_of,
-)
 from kbroker.fetch_session import (
     LEGACY,
     ZERO_UUID,
-    CachedPartition,
     FetchContext,
     FetchMetadata,
     IncrementalContext,
@@ -90,110 +83,20 @@ def _forgotten(ctx: RequestContext, request) -> list[TopicIdPartition]:
     return out
 
 
-async def _read_all(ctx: RequestContext, to_read: list[tuple[TopicIdPartition, PartitionRequest]], max_bytes: int,
-                    read_committed: bool, replica_id: int, denied: frozenset = frozenset(),
-                    cached: list[CachedPartition] | None = None) -> list[tuple[TopicIdPartition, PartitionResult]]:
-    """Each partition's read, as a sessionless fetch would answer it. In an incremental session
-    (`cached`: the session's partitions, in the order of `to_read`) a partition whose log, high
-    watermark, leadership and request have not changed since a read that found nothing new is
-    not read again: it has no news, and is left out of the results (`_memo`)."""
-    rm = ctx.broker.replica_manager
-    hard_limit = ctx.version <= 2  # Kafka's hardMaxBytesLimit: before KIP-74 no batch goes beyond the limits
-    budget = max_bytes
-    results = []
-    now_ms = rm.now_ms() if cached is not None and replica_id >= 0 else 0
-    for i, (tip, req) in enumerate(to_read):
-        name = tip.topic
-        if name is None:
-            result = FetchPartitionResult(TopicPartition("", tip.partition), error=UnknownTopicIdError())
-        elif name in denied:
-            result = FetchPartitionResult(TopicPartition(name, tip.partition), error=TopicAuthorizationError())
-        else:
-            entry = cached[i] if cached is not None else None
-            if entry is not None and entry.memo is not None and _unchanged(rm, entry.memo, req):
-                follower = entry.memo[-1]
-                if follower is not None:  # caught up at an unmoved log end: what update_follower_fetch records
-                    follower.last_caught_up_ms = follower.last_fetch_ms = now_ms
-                continue
-            # KIP-74: the first non-empty partition may exceed the limits by one batch, later ones may not
-            result = await views.read_partition(ctx, name, tip.partition, req.fetch_offset,
-                                                min(budget, req.max_bytes), read_committed,
-                                                budget == max_bytes and not hard_limit, replica_id,
-                                                req.current_leader_epoch)
-            if replica_id >= 0 and result.error is None:  # the leader learns its progress
-                rm.update_follower_fetch(TopicPartition(name, tip.partition), replica_id, req.fetch_offset)
-            budget = max(0, budget - result.size)
-            if entry is not None:
-                entry.memo = _memo(ctx, name, tip.partition, req, result, read_committed, replica_id, entry)
-        results.append((tip, _session_result(result)))
-    return results
-
-
-def _memo(ctx: RequestContext, name: str, partition: int, req: PartitionRequest, result: FetchPartitionResult,
-          read_committed: bool, replica_id: int, sent: CachedPartition) -> tuple | None:
-    """What a read that found nothing new depended on, or None when it may have found something:
-    records, an error, a read from the archive, a fetch offset short of what it may read, or
-    offsets the session has not sent yet (this answer will; the next read makes the memo)."""
-    if result.error is not None or result.records or (result.high_watermark, result.last_stable_offset,
-                                                      result.log_start_offset) != (
-            sent.high_watermark, sent.last_stable_offset, sent.local_log_start_offset):
-        return None
-    p = ctx.broker.replica_manager.partitions.get(TopicPartition(views.source_of(ctx, name), partition))
-    if p is None or not p.is_leader:
-        return None
-    log = p.log
-    if log.config.remote_storage_enable:
-        return None
-    end = log.log_end_offset if replica_id >= 0 else p.last_stable_offset if read_committed else log.high_watermark
-    if req.fetch_offset != end:
-        return None
-    follower = p.followers.get(replica_id) if replica_id >= 0 else None
-    if replica_id >= 0 and follower is None:
-        return None
-    return (p, log, log.log_end_offset, log.high_watermark, log.log_start_offset, p.leader_epoch, p.leader_id, req,
-            follower)
-
-
-def _unchanged(rm, memo: tuple, req: PartitionRequest) -> bool:
-    p, log, end, hw, start, epoch, leader, memo_req, _follower = memo
-    return (memo_req is req and p.log is log and log.log_end_offset == end and log.high_watermark == hw
-            and log.log_start_offset == start and p.leader_epoch == epoch and p.leader_id == leader
-            and rm.partitions.get(p.topic_partition) is p)
-
-
-def _partitions_to_wait_on(ctx: RequestContext, context: FetchContext,
-                           to_read: list[tuple[TopicIdPartition, PartitionRequest]],
-                           denied: frozenset) -> list[TopicPartition]:
-    """The (source) partitions whose appends end a long poll; an incremental session keeps the
-    list until its partitions or the denied topics change."""
-    session = context.session if isinstance(context, IncrementalContext) else None
-    if session is not None and session.memo is not None and session.memo[0] == denied:
-        return session.memo[1]
-    tps = [TopicPartition(views.source_of(ctx, tip.topic), tip.partition) for tip, _ in to_read
-           if tip.topic is not None and tip.topic not in denied]
-    if session is not None:
-        session.memo = (denied, tps)
-    return tps
-
-
-def _session_result(result: FetchPartitionResult) -> PartitionResult:
-    return PartitionResult(error_code_of(result.error) if result.error else ErrorCode.none, result.high_watermark,
-                           result.last_stable_offset, result.log_start_offset, result.size, payload=result)
-
-
 def _aborted_transactions(result: FetchPartitionResult) -> list[dict] | None:
     if result.aborted_transactions is None:
         return None
     return [{"producer_id": t.producer_id, "first_offset": t.first_offset} for t in result.aborted_transactions]
 
 
-def session_context(ctx: RequestContext, request, replica_id: int) -> FetchContext:
+def session_context(ctx: RequestContext, request, replica_id: int,
+                    requested: list[tuple[TopicIdPartition, PartitionRequest]]) -> FetchContext:
     """The request's fetch-session context (sessionless below v7)."""
     if ctx.version >= SESSIONS_MIN_VERSION:
         metadata = FetchMetadata(request.session_id, request.session_epoch)
     else:
         metadata = LEGACY
-    return ctx.broker.fetch_sessions.new_context(metadata, _requested(ctx, request), _forgotten(ctx, request),
+    return ctx.broker.fetch_sessions.new_context(metadata, requested, _forgotten(ctx, request),
                                                  version=ctx.version, is_follower=replica_id >= 0,
                                                  topic_names=_TopicNames(ctx))
 
@@ -202,46 +105,73 @@ async def handle(ctx: RequestContext, request) -> dict:
     read_committed = getattr(request, "isolation_level", 0) == 1  # v4+
     replica_state = getattr(request, "replica_state", None)
     replica_id = replica_state.replica_id if replica_state is not None else getattr(request, "replica_id", -1)
-    context = ctx.fetch_context = session_context(ctx, request, replica_id)
+    requested = _requested(ctx, request)
+    context = ctx.fetch_context = session_context(ctx, request, replica_id, requested)
     if isinstance(context, SessionErrorContext):
         return {"throttle_time": 0, "error_code": context.error, "session_id": 0, "responses": []}
+    rm = ctx.broker.replica_manager
+    if replica_id >= 0:
+        rm.follower_fetched(replica_id)
     max_wait_s = to_ms(request.max_wait) / 1000
     max_bytes = getattr(request, "max_bytes", 0)  # v3+
     max_bytes = max_bytes if max_bytes > 0 else 2**31 - 1
-    to_read = context.partitions_to_read()
+    incremental = isinstance(context, IncrementalContext)
+    if incremental:
+        cached = context.cached_partitions()
+        names = {e.tip.topic for e in cached if e.tip.topic is not None}
+    else:
+        to_read = context.partitions_to_read()
+        names = {tip.topic for tip, _ in to_read if tip.topic is not None}
     # followers need CLUSTER_ACTION, consumers READ on each topic (a view's READ is enough: its
     # source's other records never reach the reader), else TOPIC_AUTHORIZATION_FAILED, as in Kafka
-    names = {tip.topic for tip, _ in to_read if tip.topic is not None}
     if replica_id >= 0:
         denied = frozenset() if cluster_allowed(ctx, Op.CLUSTER_ACTION) else frozenset(names)
     else:
         denied = frozenset(names - allowed_topics(ctx, Op.READ, names))
-    tps = _partitions_to_wait_on(ctx, context, to_read, denied)
 
-    cached = context.cached_partitions() if isinstance(context, IncrementalContext) else None
     deadline = trio.current_time() + max_wait_s
-    while True:
-        results = await _read_all(ctx, to_read, max_bytes, read_committed, replica_id, denied, cached)
-        total = sum(r.records_size for _, r in results)
-        has_error = any(r.error_code for _, r in results)
-        remaining = deadline - trio.current_time()
-        if total >= request.min_bytes or has_error or remaining <= 0 or not tps:
-            break
-        if not await ctx.broker.replica_manager.wait_for_fetch_data(tps, remaining):
-            if total or cached is None:  # else nothing was read, and no append came: no need to look again
-                results = await _read_all(ctx, to_read, max_bytes, read_committed, replica_id, denied, cached)
-            break
+    if incremental:  # only what changed is read (fetch_reads.py); what was read stays in `merged`
+        watch = fetch_reads.session_watch(ctx, context.session, cached, denied)
+        listed = [tip.key for tip, _ in requested]
+        merged: dict = {}
+        while True:
+            chosen = watch.select(cached, context.session.partitions, listed, trio.current_time())
+            listed = []
+            for tip, req, result in await fetch_reads.read(ctx, [(e.tip, e.req, e) for e in chosen], max_bytes,
+                                                           read_committed, replica_id, denied, watch):
+                merged[tip.key] = (tip, req, result)
+            reads = list(merged.values())
+            total = sum(r.size for _, _, r in reads)
+            remaining = deadline - trio.current_time()
+            if total >= request.min_bytes or any(r.error for _, _, r in reads) or remaining <= 0 or not watch.tps:
+                break
+            if not await rm.wait_for_event(watch.event, remaining) and not total:
+                break  # nothing changed and nothing was read: the answer stands
+    else:
+        tps = [TopicPartition(views.source_of(ctx, tip.topic), tip.partition) for tip, _ in to_read
+               if tip.topic is not None and tip.topic not in denied]
+        items = [(tip, req, None) for tip, req in to_read]
+        while True:
+            reads = await fetch_reads.read(ctx, items, max_bytes, read_committed, replica_id, denied)
+            total = sum(r.size for _, _, r in reads)
+            remaining = deadline - trio.current_time()
+            if total >= request.min_bytes or any(r.error for _, _, r in reads) or remaining <= 0 or not tps:
+                break
+            if not await rm.wait_for_fetch_data(tps, remaining):
+                reads = await fetch_reads.read(ctx, items, max_bytes, read_committed, replica_id, denied)
+                break
     if ctx.version < fetch_legacy.ZSTD_MIN_FETCH_VERSION:  # old fetchers: Kafka 3.9's conversions and refusals
-        legacy = [(tip.topic, None, [(req, r.payload)]) for (tip, req), (_, r) in zip(to_read, results)]
+        legacy = [(tip.topic, None, [(req, r)]) for tip, req, r in reads]
         fetch_legacy.adjust(ctx, legacy, replica_id)
-        results = [(tip, _session_result(parts[0][1])) for (tip, _), (_, _, parts) in zip(to_read, legacy)]
+        reads = [(tip, req, parts[0][1]) for (tip, req, _), (_, _, parts) in zip(reads, legacy)]
     if replica_id >= 0:  # the leader's replication throttle counts what followers are sent
-        ctx.broker.replica_manager.record_sent_to_follower(r.payload for _, r in results)
+        rm.record_sent_to_follower(r for _, _, r in reads)
     elif ctx.broker.stats is not None:  # BytesOut: what consumers are sent, as Kafka counts it
-        for tip, r in results:
-            if r.records_size:
-                ctx.broker.stats.record_fetch(tip.topic, r.records_size)
-    answer = context.build_response(results)
+        for tip, _, r in reads:
+            size = r.size
+            if size:
+                ctx.broker.stats.record_fetch(tip.topic, size)
+    answer = context.build_response([(tip, fetch_reads.session_result(r)) for tip, _, r in reads])
     data = {"throttle_time": 0, "error_code": answer.error, "session_id": answer.session_id,
             "responses": _responses(answer.partitions)}
     if ctx.broker.cluster and ctx.version >= 12:

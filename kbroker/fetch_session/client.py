@@ -77,6 +77,22 @@ class FetchSessionHandler:
                 to_send.append(entry)
         return FetchRequestData(self.next_metadata, to_send, to_forget)
 
+    def build_changed(self, changed: Iterable[tuple[TopicIdPartition, PartitionRequest]]) -> FetchRequestData | None:
+        """An incremental request when the caller knows what may have changed (and that nothing
+        went): `changed` is sent where it differs from the session; None when there is no session
+        (the request must be full: `build` it)."""
+        if self.next_metadata.is_full:
+            return None
+        session = self.session_partitions
+        to_send = []
+        for entry in changed:
+            key = entry[0].key
+            old = session.get(key)
+            if old is None or (old is not entry and old[1] != entry[1]):
+                session[key] = entry
+                to_send.append(entry)
+        return FetchRequestData(self.next_metadata, to_send, [])
+
     def handle_response(self, error: int, session_id: int, partitions: Iterable[TopicIdPartition],
                         throttle_time_ms: int = 0) -> bool:
         """Whether the response's partitions may be applied; moves the session on."""

@@ -44,6 +44,7 @@ UNDEFINED_EPOCH = -1
 _RETRY_ERRORS = {ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
                  ErrorCode.unknown_topic_or_partition, ErrorCode.leader_not_available, ErrorCode.kafka_storage_error}
 
+FULL_ROUND_S = 5.0  # steady rounds look only at what moved; a full one at least this often (follower retention)
 _SESSION_ERRORS = {ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch,
                    ErrorCode.fetch_session_topic_id_error}
 
@@ -87,8 +88,15 @@ class _LeaderFetcher:
         self._pause_s = manager.backoff_s
         self.channel = manager.open_channel(*endpoint)
         self.session = FetchSessionHandler()  # our incremental fetch session with this leader (KIP-227)
+        # steady rounds: while every partition simply fetches, a round looks only at those whose
+        # fetch offset or log start may have moved (`dirty`: the answered ones), with a full round
+        # every FULL_ROUND_S and after any change of membership or state
+        self.steady = False
+        self.dirty: set[TopicPartition] = set()
+        self.next_full_round = 0.0
 
     def poke(self) -> None:
+        self.steady = False  # its partitions changed: the next round looks at all of them
         self.changed.set()
 
     async def run(self) -> None:
@@ -114,6 +122,16 @@ class _LeaderFetcher:
         now = trio.current_time()
         self._pause_s = self.manager.backoff_s
         rm = self.manager.replica_manager
+        if self.steady and now < self.next_full_round and not self.session.next_metadata.is_full \
+                and not rm.quotas.follower.throttled_topics:
+            try:
+                await self._fetch(None)
+                return True
+            except Exception as exc:  # noqa: BLE001 - the leader may be gone; the controller will tell
+                logger.info("fetching from broker %d at %s:%d failed: %s", self.leader_id, *self.endpoint, exc)
+                return False
+        self.steady = False
+        self.next_full_round = now + FULL_ROUND_S
         ready = {}
         special = False  # some partition truncates or restarts at the leader's local log start
         node_id, leader_id = self.manager.node_id, self.leader_id
@@ -142,9 +160,14 @@ class _LeaderFetcher:
                 throttle_ms = self.manager.replica_manager.quotas.follower.throttle_time_ms()
                 self._pause_s = min(self._pause_s, max(throttle_ms, 10) / 1000)
             if fetching:
+                self.dirty = set()
+                steady = len(fetching) == len(self.partitions) and not special
+                self.steady = True  # provisionally: an answer's error or truncation turns it off
                 await self._fetch(fetching)
+                self.steady = self.steady and steady and self.steady_candidate()
                 return True
         except Exception as exc:  # noqa: BLE001 - the leader may be gone; the controller will tell
+            self.steady = False
             logger.info("fetching from broker %d at %s:%d failed: %s", self.leader_id, *self.endpoint, exc)
             return False
         return bool(truncating)
@@ -214,13 +237,46 @@ class _LeaderFetcher:
                     partition.log.truncate_fully_and_start_at(p.offset)
                 state.truncating = False
 
-    async def _fetch(self, parts: dict) -> None:
+    def steady_candidate(self) -> bool:
+        """After a full round's fetch: whether nothing needs a full round (no partition delayed,
+        truncating or moving to the leader's local log start)."""
+        now = trio.current_time()
+        return all(not (s.truncating or s.moved_to_tiered or s.delayed_until > now) for s in self.partitions.values())
+
+    def _steady_entries(self) -> list | None:
+        """A steady round's changed partitions, or None when one of them needs a full round."""
+        m = self.manager
+        rm = m.replica_manager
+        dirty, self.dirty = self.dirty, set()
+        now = trio.current_time()
+        entries = []
+        for tp in dirty:
+            state = self.partitions.get(tp)
+            if state is None:
+                continue
+            partition = rm.partitions.get(tp)
+            if partition is None or partition.leader_id != self.leader_id or state.truncating \
+                    or state.moved_to_tiered or state.delayed_until > now:
+                return None
+            entries.append(state.session_entry(tp, partition.log, m.partition_max_bytes))
+        return entries
+
+    async def _fetch(self, parts: dict | None) -> None:
         """One Fetch in the fetch session with this leader: only what changed since the last one
         (fetch offsets, log starts, leader epochs; added and dropped partitions) is sent, and the
-        answer carries only the partitions with news."""
+        answer carries only the partitions with news. `parts` None: a steady round, which builds
+        only the partitions answered last time (their offsets moved)."""
         m = self.manager
-        data = self.session.build(state.session_entry(tp, partition.log, m.partition_max_bytes)
-                                  for tp, (partition, state) in parts.items())
+        if parts is None:
+            entries = self._steady_entries()
+            data = self.session.build_changed(entries) if entries is not None else None
+            if data is None:
+                self.steady = False
+                self.next_full_round = 0.0
+                return
+        else:
+            data = self.session.build(state.session_entry(tp, partition.log, m.partition_max_bytes)
+                                      for tp, (partition, state) in parts.items())
         topics: dict[str, list[dict]] = {}
         for tip, req in data.to_send:
             topics.setdefault(tip.topic, []).append({
@@ -255,9 +311,17 @@ class _LeaderFetcher:
         for topic in response.responses:
             for p in topic.partitions:
                 tp = TopicPartition(topic.topic, p.partition_index)
-                entry = parts.get(tp)
-                if entry is None or m.replica_manager.partitions.get(tp) is not entry[0]:
-                    continue
+                if parts is None:
+                    state = self.partitions.get(tp)
+                    partition = m.replica_manager.partitions.get(tp)
+                    if state is None or partition is None:
+                        continue
+                    entry = (partition, state)
+                else:
+                    entry = parts.get(tp)
+                    if entry is None or m.replica_manager.partitions.get(tp) is not entry[0]:
+                        continue
+                self.dirty.add(tp)
                 log = entry[0].log
                 try:
                     self._apply(tp, entry[0], entry[1], p)
@@ -270,12 +334,15 @@ class _LeaderFetcher:
             return  # the role changed while the fetch was out
         code = p.error_code
         if code == ErrorCode.offset_out_of_range:
+            self.steady = False
             self._out_of_range(tp, partition, p)
             return
         if code == ErrorCode.offset_moved_to_tiered_storage:
             state.moved_to_tiered = True
+            self.steady = False
             return
         if code != ErrorCode.none:
+            self.steady = False
             if code in _RETRY_ERRORS:
                 state.delayed_until = trio.current_time() + self.manager.backoff_s
             else:
@@ -371,7 +438,8 @@ class ReplicaFetcherManager:
     def remove_partitions(self, partitions: list[TopicPartition]) -> None:
         for fetcher in self._fetchers.values():
             for tp in partitions:
-                fetcher.partitions.pop(tp, None)
+                if fetcher.partitions.pop(tp, None) is not None:
+                    fetcher.steady = False
 
     async def _run_fetcher(self, key, fetcher: _LeaderFetcher) -> None:
         try:

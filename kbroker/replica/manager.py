@@ -28,6 +28,7 @@ import logging
 import os
 import time
 import uuid
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable
 
@@ -113,6 +114,10 @@ class ReplicaManager:
         self.now_ms = now_ms
         self.partitions: dict[TopicPartition, Partition] = {}
         self._waiters: dict[TopicPartition, set[trio.Event]] = {}
+        # incremental fetch sessions' watches (api/fetch_reads.py), held weakly: a session that
+        # goes takes its watch along
+        self._watchers: dict[TopicPartition, weakref.WeakSet] = {}
+        self._follower_seen_ms: dict[int, int] = {}  # replica id -> when it last fetched from us
         self.controller_epoch = -1
         self.fetchers = None  # ReplicaFetcherManager, in a cluster
         # (tp, is_leader) after a role change: the group coordinator loads or unloads its groups
@@ -138,7 +143,8 @@ class ReplicaManager:
             self._on_topic_change(info.name, info)
 
     def _new_partition(self, tp: TopicPartition, log: Log, topic_id: uuid.UUID, replicas: list[int]) -> Partition:
-        partition = Partition(tp, log, topic_id, replicas, self.node_id, self._wake, self.handle_log_failure)
+        partition = Partition(tp, log, topic_id, replicas, self.node_id, self._wake, self.handle_log_failure,
+                              follower_seen_ms=self.follower_seen_ms)
         if self.log_manager.get_future_log(tp) is not None:  # a move interrupted by a restart resumes
             self.log_dir_mover.start_move(tp)
         return partition
@@ -423,6 +429,39 @@ class ReplicaManager:
     def _wake(self, tp: TopicPartition) -> None:
         for event in self._waiters.pop(tp, ()):
             event.set()
+        watchers = self._watchers.get(tp)
+        if watchers is not None:
+            if not watchers:
+                del self._watchers[tp]
+            for watcher in list(watchers):
+                watcher.changed(tp)
+
+    def watch(self, watcher, partitions: Iterable[TopicPartition]) -> None:
+        """`watcher.changed(tp)` on every append, high-watermark move or leadership change of
+        `partitions`, for as long as the watcher lives (it is held weakly)."""
+        for tp in partitions:
+            watchers = self._watchers.get(tp)
+            if watchers is None:
+                watchers = self._watchers[tp] = weakref.WeakSet()
+            watchers.add(watcher)
+
+    async def wait_for_event(self, event: trio.Event, timeout_s: float) -> bool:
+        """A Fetch short of min_bytes waits here for its session's watch (counted in `delayed_fetches`)."""
+        self.delayed_fetches += 1
+        try:
+            with trio.move_on_after(max(timeout_s, 0)):
+                await event.wait()
+            return event.is_set()
+        finally:
+            self.delayed_fetches -= 1
+
+    def follower_fetched(self, replica_id: int) -> None:
+        """A follower's Fetch arrived: it holds every partition of its session at the offsets the
+        session knows, as of now (see `Partition.append_records_to_leader`)."""
+        self._follower_seen_ms[replica_id] = self.now_ms()
+
+    def follower_seen_ms(self, replica_id: int) -> int:
+        return self._follower_seen_ms.get(replica_id, 0)
 
     async def wait_for_fetch_data(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
         """A Fetch short of min_bytes waits here (counted in `delayed_fetches`)."""

@@ -36,7 +36,8 @@ class FollowerState:
 class Partition:
     def __init__(self, tp: TopicPartition, log: Log, topic_id: uuid.UUID, replicas: list[int], node_id: int,
                  on_new_data: Callable[[TopicPartition], None],
-                 on_log_failure: Callable[[Log, OSError], KafkaStorageError] | None = None) -> None:
+                 on_log_failure: Callable[[Log, OSError], KafkaStorageError] | None = None, *,
+                 follower_seen_ms: Callable[[int], int] | None = None) -> None:
         self.topic_partition = tp
         self.log = log
         self.topic_id = topic_id
@@ -56,6 +57,7 @@ class Partition:
         self.min_insync_replicas = 1
         self.group_commit = GroupCommit(log)
         self._on_log_failure = on_log_failure  # an I/O error: the log's dir goes offline
+        self._follower_seen_ms = follower_seen_ms  # replica id -> its latest fetch (the replica manager's)
 
     def replace_log(self, log: Log) -> None:
         """The log moved to another log dir (the swap of a move): serve the new one."""
@@ -152,6 +154,8 @@ class Partition:
                 f"{self.min_insync_replicas} for partition {self.topic_partition}"
             )
         log = self.log
+        if self.followers and self._follower_seen_ms is not None:
+            self._mark_caught_up_followers(log.log_end_offset)
         try:
             info = log.append_as_leader(buf, batches, leader_epoch=self.leader_epoch, from_client=from_client)
         except OSError as exc:
@@ -193,6 +197,19 @@ class Partition:
         state.last_fetch_leader_log_end_offset = leader_end
         state.last_fetch_ms = now_ms
         self.maybe_increment_high_watermark()
+
+    def _mark_caught_up_followers(self, log_end_offset: int) -> None:
+        """Before the log end moves: a follower at it was caught up as of its latest fetch. An
+        idle partition of a fetch session is not read for each of the follower's fetches
+        (api/fetch_reads.py), so its caught-up time is brought forward here, where it starts to matter
+        (`isr_shrink` ignores a follower at the log end)."""
+        for replica_id, state in self.followers.items():
+            if state.log_end_offset == log_end_offset:
+                seen = self._follower_seen_ms(replica_id)
+                if seen > state.last_caught_up_ms:
+                    state.last_caught_up_ms = seen
+                if seen > state.last_fetch_ms:
+                    state.last_fetch_ms = seen
 
     def isr_expansion(self, replica_id: int) -> list[int] | None:
         """The ISR with `replica_id` added, when it has caught up (Kafka's isFollowerInSync)."""
