@@ -394,3 +394,26 @@ def test_acks_all_with_enough_replicas_appends_in_the_leaders_epoch(make):
     info = append(p, 2, acks=-1)
     assert (info.first_offset, info.last_offset) == (0, 1)
     assert p.log.leader_epoch_cache.latest_epoch == 9
+
+
+def test_an_append_carries_an_idle_caught_up_followers_time_forward_to_its_latest_fetch(tmp_path):
+    """A fetch session does not read an idle partition for each of a follower's fetches (so
+    update_follower_fetch is not called for it): at the next append, a follower at the log end
+    counts as caught up as of its latest fetch, and keeps its ISR place while it fetches on; one
+    that stopped fetching is caught up only as of its last fetch, and leaves after the lag."""
+    seen = {2: T0, 3: T0}
+    log = Log.open(tmp_path / "orders-seen", LogConfig(), now_ms=lambda: T0)
+    try:
+        p = Partition(TP, log, uuid.uuid4(), [1, 2, 3], ME, lambda tp: None, follower_seen_ms=seen.get)
+        p.leader_id, p.leader_epoch = NO_LEADER, -1
+        assert p.make_leader(5, [1, 2, 3], [1, 2, 3], 0, T0)
+        append(p, 2)
+        for r in (2, 3):
+            p.update_follower_fetch(r, 2, T0)  # both at the log end
+        quiet = T0 + 5 * LAG_MS  # long idle: follower 2 kept fetching (its session skips the partition), 3 died
+        seen[2] = quiet
+        append(p, 1)
+        assert p.followers[2].last_caught_up_ms == quiet and p.followers[3].last_caught_up_ms == T0
+        assert p.isr_shrink(quiet + 10, LAG_MS) == [1, 2]  # only the dead one goes
+    finally:
+        log.close()
