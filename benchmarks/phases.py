@@ -606,6 +606,15 @@ def phase_schema_registry(ctx: Ctx) -> list[dict]:
     return run(ctx)
 
 
+def phase_scale(ctx: Ctx) -> list[dict]:
+    """What the number of partitions costs: 1,000 / 3,000 / 10,000 partitions at RF 3 on three
+    brokers: create to full ISR, idle CPU and RSS, a 100 msg/s acks=all producer over all of them,
+    controller failover and full restart (benchmarks/scale.py)."""
+    from benchmarks.scale import phase_scale as run
+
+    return run(ctx)
+
+
 def phase_acl(ctx: Ctx) -> list[dict]:
     """ACL authorization on brokers of their own: produce and fetch requests with the AclAuthorizer
     and 10,000 ACLs next to no authorizer (benchmarks/acl.py)."""
@@ -641,7 +650,8 @@ PHASES = {
     "cluster": phase_cluster,
     "clustertxn": phase_clustertxn,
     "cluster3k": phase_cluster3k,
+    "scale": phase_scale,
 }
 REPEATABLE = {"produce", "metrics", "consume", "downconvert", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security", "acl", "groups", "groups-cpu", "share"}
 # left out of --quick and of runs against --bootstrap unless named in --only
-OPT_IN = {"cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "downconvert", "acl", "groups", "groups-cpu", "share", "schema-registry"}
+OPT_IN = {"cluster", "clustertxn", "cluster3k", "scale", "metrics", "security", "quotas", "downconvert", "acl", "groups", "groups-cpu", "share", "schema-registry"}

@@ -66,6 +66,13 @@ TARGETS = {
     "cluster.shutdown": [("max_gap_s", "<=", 1.0, "longest ack gap ≤ 1 s")],
     "cluster3k.controller": [("served_s", "<=", 10, "elected and served ≤ 10 s")],
     "cluster3k.restart": [("served_s", "<=", 20, "serving ≤ 20 s")],
+    # scale (issue 26): Kafka 3.8's three brokers idle at 14 % of a core with 3,000 partitions RF 3
+    "scale.3000.idle": [("idle_cpu_pct", "<=", 14, "idle ≤ Kafka 3.8's 14 % of a core")],
+    "scale.10000.idle": [("idle_cpu_pct", "<=", 25, "idle ≤ 25 % of a core"),
+                         ("rss_mb", "<=", 600, "three brokers ≤ 600 MB")],
+    "scale.3000.produce": [("p99_ms", "<=", 50, "ack p99 ≤ 50 ms")],
+    "scale.10000.controller": [("served_s", "<=", 15, "all leaders served ≤ 15 s")],
+    "scale.10000.restart": [("served_s", "<=", 30, "full restart served ≤ 30 s")],
     # security: Kafka 3.8 with confluent-kafka, 1,000,000 x 1 KiB on one partition, over TLS: produce
     # 307 MB/s at 3.4 broker CPU-s/GB, consume 505 MB/s at 1.9 (plaintext: 467 MB/s at 2.4, 723 at 1.4)
     **{f"security.{workload}.{name}": [
@@ -526,7 +533,7 @@ def main(argv: list[str] | None = None) -> int:
         for key, metric_runs in runs.items():
             results[key]["metrics"] = merge(metric_runs)
         main_used = args.bootstrap or any(p not in ("durability", "partitions10k", "cluster", "clustertxn", "cluster3k", "metrics", "security", "quotas", "acl", "groups", "groups-cpu", "share",
-                                                       "schema-registry")
+                                                       "schema-registry", "scale")
                                              for p in args.phases)
         if ctx.stats is not None and main_used:
             mem = ctx.stats.memory_mb()

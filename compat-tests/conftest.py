@@ -417,6 +417,7 @@ EXPECTED_S = {
     "compat-tests/test_dev_security.py": 65,
     "compat-tests/test_cluster_status.py": 60,
     "compat-tests/test_startup.py": 55,
+    "compat-tests/test_cluster_fetch_sessions.py": 45,
     "compat-tests/test_cluster_java.py": 55,
     "compat-tests/test_testing_fixture.py": 55,
     "compat-tests/test_spark_cluster.py": 55,

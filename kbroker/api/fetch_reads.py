@@ -6,7 +6,8 @@ denied topics, KIP-74's first batch beyond the limits, the follower's progress t
 
 In an incremental session, each of the session's partitions keeps a `memo` of what its last
 read depended on when that read found nothing to send — no records, no error, offsets the session
-already sent, and a fetch offset at the end of what the fetcher may read. A memoised partition is
+already sent, a fetch offset at the end of what the fetcher may read, and for a follower its place
+in the ISR (one outside it is read at each fetch, so the leader proposes it again until it is in). A memoised partition is
 not read again while its log end, high watermark, log start, leadership and request stay the same.
 
 A `SessionWatch` (the session's own memo) makes that O(what changed) rather than O(partitions):
@@ -168,6 +169,8 @@ def _memo(ctx: RequestContext, name: str | None, partition: int, req: PartitionR
     end = log.log_end_offset if replica_id >= 0 else p.last_stable_offset if read_committed else log.high_watermark
     if req.fetch_offset != end:
         return None
+    if replica_id >= 0 and (replica_id not in p.isr or p.pending_isr is not None):
+        return None  # caught up outside the ISR: each fetch lets the leader propose it again (Kafka's)
     return (p, log, log.log_end_offset, log.high_watermark, log.log_start_offset, p.leader_epoch, p.leader_id, req)
 
 
