@@ -369,6 +369,12 @@ def describe(row: dict) -> str:
         if "isr_s" in m:
             s += f"; every ISR full {_f(m.get('isr_s'))} s; stop took {_f(m.get('stop_s'))} s"
         return s
+    if kind == "scale":  # benchmarks/scale.py: a cluster holding many partitions, no clients
+        s = (f"idle {_f(m.get('idle_cpu_pct'), '{:.1f}')} % of a core ({m.get('idle_cpu_pct_each', '')}); "
+             f"created and in sync in {_f(m.get('create_s'), '{:.1f}')} s")
+        if m.get("kafka_idle_cpu_pct") is not None:
+            s += f"; Kafka 3.8: {_f(m['kafka_idle_cpu_pct'], '{:.0f}')} %, {_f(m.get('kafka_rss_mb'), '{:,.0f}')} MB"
+        return s
     if kind == "startup":
         return (f"first start {_f(m.get('cold_start_ms'), '{:.0f}')} ms (imports included); later starts p50 "
                 f"{_f(m.get('p50_ms'), '{:.0f}')} ms, max {_f(m.get('max_ms'), '{:.0f}')} ms")
