@@ -60,6 +60,7 @@ class LeaderEpochCache:
         self.path = Path(path)
         self._entries = [EpochEntry(*e) for e in entries]
         self.unsynced = False  # written without fsync since the last durable write
+        self.unwritten = False  # changed in memory only (assign(..., write=False)): the file lags
         for prev, cur in zip(self._entries, self._entries[1:]):
             if cur.epoch <= prev.epoch or cur.start_offset <= prev.start_offset:
                 raise ValueError(f"epoch entries must strictly increase: {prev} then {cur}")
@@ -130,7 +131,7 @@ class LeaderEpochCache:
 
     # --- changes ----------------------------------------------------------------------------------
 
-    def assign(self, epoch: int, start_offset: int, sync: bool = True) -> bool:
+    def assign(self, epoch: int, start_offset: int, sync: bool = True, write: bool = True) -> bool:
         """Record that `epoch` starts at `start_offset`; True if the cache changed.
 
         The latest epoch again, at or after its start, changes nothing: an epoch's start never
@@ -145,7 +146,10 @@ class LeaderEpochCache:
         while entries and (entries[-1].epoch >= epoch or entries[-1].start_offset >= start_offset):
             entries.pop()
         entries.append(EpochEntry(epoch, start_offset))
-        self.flush(sync)
+        if write:
+            self.flush(sync)
+        else:  # written by the next `write_if_changed` or `sync` (the log's flush scan, its flush, close)
+            self.unwritten = True
         return True
 
     def truncate_from_end(self, end_offset: int) -> bool:
@@ -178,11 +182,17 @@ class LeaderEpochCache:
         lines.extend(f"{e.epoch} {e.start_offset}" for e in self._entries)
         write_atomically(self.path, ("\n".join(lines) + "\n").encode("ascii"), sync)
         self.unsynced = not sync
+        self.unwritten = False
 
     def sync(self) -> None:
         """Make a checkpoint written without fsync durable (the log calls this when it flushes)."""
-        if self.unsynced:
+        if self.unsynced or self.unwritten:
             self.flush()
+
+    def write_if_changed(self) -> None:
+        """Write a change made in memory only, without fsync (the broker's flush scan, each second)."""
+        if self.unwritten:
+            self.flush(sync=False)
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self.path.parent.name}, {[tuple(e) for e in self._entries]})"

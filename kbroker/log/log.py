@@ -575,6 +575,7 @@ class Log(LogLoading, LogRetention):
         time-index entry). Does not fsync the log: call flush() first for a clean shutdown."""
         if self.closed:
             return
+        self.leader_epoch_cache.write_if_changed()
         self.producer_state.update_map_end_offset(self.log_end_offset)
         self.producer_state.take_snapshot(sync=True)
         for seg in self.segments:

@@ -350,6 +350,8 @@ class LogManager(LogDirs):
             for tp, lg in list(logs.items()):
                 if lg.closed:
                     continue  # its dir went offline meanwhile
+                if lg.leader_epoch_cache.unwritten:  # a new leader epoch, kept in memory until now
+                    self._in_dir(dir_of[tp], f"writing {tp}'s leader epochs", lg.leader_epoch_cache.write_if_changed)
                 if now - lg.last_flush_ms >= lg.config.flush_interval_ms:
                     self._in_dir(dir_of[tp], f"flushing {tp}", lg.flush)
                     flushed += 1

@@ -114,9 +114,11 @@ class Partition:
         if new_epoch:
             self.leader_epoch_start_offset = self.log.log_end_offset
             # OffsetForLeaderEpoch must know where this epoch starts before anything is appended in
-            # it. Not fsynced (thousands of partitions change leader at once in a failover): the
-            # log's next flush syncs it, and recovery re-reads epochs from the unflushed batches.
-            self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset, sync=False)
+            # it: in memory at once. The file is written within a second by the broker's flush scan
+            # (thousands of partitions change leader at once in a failover; Kafka 3.7+ writes it in
+            # the background too), fsynced by the log's next flush, and recovery re-reads epochs
+            # from the unflushed batches.
+            self.log.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset, sync=False, write=False)
             # followers are unknown until they fetch; ISR members count as caught up from now
             self.followers = {r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0)
                               for r in replicas if r != self.node_id}
