@@ -235,23 +235,39 @@ def test_kafka_python_reads_everything_once_through_a_changing_session(kbroker):
     assert requests_of_kind(kbroker, "incremental") > incremental, "kafka-python fetched without a session"
 
 
-def test_java_clients_read_everything_once_in_a_session(kbroker, java_client):
+def test_java_clients_read_everything_once_in_a_session(kbroker, java_client, tmp_path):
     topic = f"sessions-{java_client.name}-{uuid.uuid4().hex[:6]}"
     create(kbroker, topic)
     produce(kbroker, topic, 40, range(3), "a")
     incremental = requests_of_kind(kbroker, "incremental")
+    stderr = (tmp_path / "java.stderr").open("w")
     proc = subprocess.Popen(java_client.argv("consume", kbroker.bootstrap, topic, str(3 * 120), "90000", "beginning"),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=stderr, text=True)
+    lines: list[str] = []
+    backlog_read = threading.Event()
+
+    def pump() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            if line.startswith("REC "):
+                backlog_read.set()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
     try:
-        time.sleep(2)  # the JVM starts and reads the backlog; the rest arrives while it polls
+        # the rest is written once the consumer has fetched the backlog: it must fetch again for it
+        assert backlog_read.wait(90), "the Java consumer read nothing"
         with Writer(kbroker, topic, range(3), 80, "b"):
             pass
-        out, err = proc.communicate(timeout=120)
+        proc.wait(120)
+        reader.join(10)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    assert proc.returncode == 0, err[-2000:]
+        stderr.close()
+    assert proc.returncode == 0, (tmp_path / "java.stderr").read_text()[-2000:]
+    out = "".join(lines)
     got: dict[int, list[bytes]] = {0: [], 1: [], 2: []}
     for line in out.splitlines():
         if line.startswith("REC "):
