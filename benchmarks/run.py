@@ -157,6 +157,7 @@ def parse_args(argv):
                         f"connections; default all; {','.join(sorted(OPT_IN))} only when named under --quick "
                         "or --bootstrap)")
     p.add_argument("--quick", action="store_true", help="smoke test: 20k messages, small scaling numbers")
+    p.add_argument("--connections", type=int, help="connections the connections phase opens (default 1000, quick 200)")
     p.add_argument("--messages", type=int, help="messages per throughput run (default 200000, quick 20000)")
     p.add_argument("--repeat", type=int, default=1,
                    help="run the throughput/latency phases N times and report the median of each figure")
@@ -479,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
     scale = Scale.quick() if args.quick else Scale()
     if args.messages:
         scale.messages = scale.security_messages = args.messages
+    if args.connections:
+        scale.connections = args.connections
     mach = machine()
     command = shlex.join(["python", "-m", "benchmarks", *argv])
     print(f"kbroker benchmarks: {command}")
