@@ -85,13 +85,13 @@ class CachedPartition:
 
     It keeps the request's own `tip` and `req` values (read back as they were sent, nothing
     rebuilt per fetch) and a `memo` slot the handler owns: whatever lets it tell that nothing
-    changed since it last read the partition (kbroker's api/fetch.py skips such a read)."""
+    changed since it last read the partition (kbroker's api/fetch_reads.py skips such a read)."""
 
     __slots__ = ("tip", "req", "high_watermark", "local_log_start_offset", "last_stable_offset", "memo")
 
     def __init__(self, tp: TopicIdPartition, req: PartitionRequest) -> None:
         self.tip = tp
-        self.req = req
+        self.req = req  # what an incremental request that does not list the partition reuses
         # what the session last answered; -1 until then, so a new partition is always sent
         self.high_watermark = -1
         self.local_log_start_offset = -1
@@ -115,21 +115,8 @@ class CachedPartition:
         return self.req.fetch_offset
 
     @property
-    def max_bytes(self) -> int:
-        return self.req.max_bytes
-
-    @property
     def key(self) -> Hashable:
         return self.tip.key
-
-    @property
-    def topic_id_partition(self) -> TopicIdPartition:
-        return self.tip
-
-    @property
-    def request(self) -> PartitionRequest:
-        """The request parameters an incremental request that did not list this partition reuses."""
-        return self.req
 
     def update_request_params(self, req: PartitionRequest) -> None:
         if req != self.req:

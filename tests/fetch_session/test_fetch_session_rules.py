@@ -74,10 +74,10 @@ def test_request_params_round_trip():
     req = PartitionRequest(fetch_offset=5, max_bytes=10, log_start_offset=2, current_leader_epoch=3,
                            last_fetched_epoch=1)
     part = CachedPartition(TopicIdPartition(ZERO_UUID, "t", 0), req)
-    assert part.request == req
+    assert part.req == req
     new = PartitionRequest(9, 11, 4, 5, 6)
     part.update_request_params(new)
-    assert part.request == new
+    assert part.req == new
 
 
 BASE = PartitionResult(high_watermark=10, last_stable_offset=8, log_start_offset=2)
