@@ -28,7 +28,6 @@ import logging
 import os
 import time
 import uuid
-import weakref
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable
 
@@ -52,6 +51,7 @@ from kbroker.log.topic_partition import MAX_DIR_NAME
 from kbroker.log.log_txn import AbortedTransaction
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.metadata.store import MetadataStore, TopicInfo
+from kbroker.replica.data_waits import DataWaits
 from kbroker.replica.log_dir_mover import LogDirMover
 from kbroker.replica.partition import NO_LEADER, Partition
 from kbroker.replica.quota import ReplicationQuotas
@@ -102,7 +102,7 @@ class FetchPartitionResult:
         return sum(r.size for r in self.records)
 
 
-class ReplicaManager:
+class ReplicaManager(DataWaits):
     def __init__(self, node_id: int, config: BrokerConfig, log_manager: LogManager, metadata: MetadataStore,
                  *, cluster: bool = False, now_ms: Callable[[], int] = wall_clock_ms,
                  quota_clock_ms: Callable[[], int] = monotonic_ms) -> None:
@@ -113,10 +113,7 @@ class ReplicaManager:
         self.cluster = cluster
         self.now_ms = now_ms
         self.partitions: dict[TopicPartition, Partition] = {}
-        self._waiters: dict[TopicPartition, set[trio.Event]] = {}
-        # incremental fetch sessions' watches (api/fetch_reads.py), held weakly: a session that
-        # goes takes its watch along
-        self._watchers: dict[TopicPartition, weakref.WeakSet] = {}
+        DataWaits.__init__(self)  # long polls: _wake, wait_for_data, watch (data_waits.py)
         self._follower_seen_ms: dict[int, int] = {}  # replica id -> when it last fetched from us
         self.controller_epoch = -1
         self.fetchers = None  # ReplicaFetcherManager, in a cluster
@@ -125,8 +122,7 @@ class ReplicaManager:
         self._isr_requests: dict[TopicPartition, tuple[Partition, list[int]]] = {}
         self._isr_wake = trio.Event()
         # requests parked now (Kafka's purgatory sizes): acks=all produces, fetches short of min.bytes
-        self.delayed_produces = 0
-        self.delayed_fetches = 0
+        self.delayed_produces = 0  # (fetches short of min.bytes: DataWaits.delayed_fetches)
         self.quotas = ReplicationQuotas(node_id, quota_clock_ms)
         # tiered storage: the RemoteLogManager (kbroker.tiered), set by the broker when enabled
         self.remote_storage = None
@@ -425,36 +421,7 @@ class ReplicaManager:
             raise NotLeaderOrFollowerError(f"This broker is not the leader of {tp}.")
         return partition
 
-    # -- long-poll plumbing -------------------------------------------------------------------
-    def _wake(self, tp: TopicPartition) -> None:
-        for event in self._waiters.pop(tp, ()):
-            event.set()
-        watchers = self._watchers.get(tp)
-        if watchers is not None:
-            if not watchers:
-                del self._watchers[tp]
-            for watcher in list(watchers):
-                watcher.changed(tp)
-
-    def watch(self, watcher, partitions: Iterable[TopicPartition]) -> None:
-        """`watcher.changed(tp)` on every append, high-watermark move or leadership change of
-        `partitions`, for as long as the watcher lives (it is held weakly)."""
-        for tp in partitions:
-            watchers = self._watchers.get(tp)
-            if watchers is None:
-                watchers = self._watchers[tp] = weakref.WeakSet()
-            watchers.add(watcher)
-
-    async def wait_for_event(self, event: trio.Event, timeout_s: float) -> bool:
-        """A Fetch short of min_bytes waits here for its session's watch (counted in `delayed_fetches`)."""
-        self.delayed_fetches += 1
-        try:
-            with trio.move_on_after(max(timeout_s, 0)):
-                await event.wait()
-            return event.is_set()
-        finally:
-            self.delayed_fetches -= 1
-
+    # -- the followers' latest fetches ------------------------------------------------------------
     def follower_fetched(self, replica_id: int) -> None:
         """A follower's Fetch arrived: it holds every partition of its session at the offsets the
         session knows, as of now (see `Partition.append_records_to_leader`)."""
@@ -462,32 +429,6 @@ class ReplicaManager:
 
     def follower_seen_ms(self, replica_id: int) -> int:
         return self._follower_seen_ms.get(replica_id, 0)
-
-    async def wait_for_fetch_data(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
-        """A Fetch short of min_bytes waits here (counted in `delayed_fetches`)."""
-        self.delayed_fetches += 1
-        try:
-            return await self.wait_for_data(partitions, timeout_s)
-        finally:
-            self.delayed_fetches -= 1
-
-    async def wait_for_data(self, partitions: Iterable[TopicPartition], timeout_s: float) -> bool:
-        """Sleep until an append lands on one of `partitions` or the timeout passes; True if woken."""
-        event = trio.Event()
-        tps = list(partitions)
-        for tp in tps:
-            self._waiters.setdefault(tp, set()).add(event)
-        try:
-            with trio.move_on_after(max(timeout_s, 0)):
-                await event.wait()
-        finally:
-            for tp in tps:
-                waiters = self._waiters.get(tp)
-                if waiters is not None:
-                    waiters.discard(event)
-                    if not waiters:
-                        del self._waiters[tp]
-        return event.is_set()
 
     # -- reads --------------------------------------------------------------------------------
     def read_partition(self, tp: TopicPartition, fetch_offset: int, max_bytes: int, read_committed: bool,
