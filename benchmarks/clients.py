@@ -5,6 +5,7 @@ broker: a run that hits its deadline comes back with aborted=True and what it ac
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import struct
@@ -12,7 +13,13 @@ import time
 from collections import defaultdict
 from typing import Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaException,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, NewTopic
 
 
@@ -179,20 +186,46 @@ def _consumer(bootstrap: str, **extra) -> Consumer:
     return Consumer(conf)
 
 
+class _QueueFullCounter(logging.Handler):
+    """Counts librdkafka's "Fetch backoff ...: Local: Queue full" debug lines (debug=fetch): each is a
+    partition whose local queue reached queued.max.messages.kbytes and will not be fetched for
+    fetch.queue.backoff.ms."""
+
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "Queue full" in record.getMessage():
+            self.count += 1
+
+
 def consume_run(bootstrap: str, topic: str, partitions: int, deadline: float, isolation: str | None = None,
-                expected: int | None = None, poll_s: float = 0.5, extra: dict | None = None) -> dict:
+                expected: int | None = None, poll_s: float = 0.5, extra: dict | None = None,
+                defaults: bool = False) -> dict:
     """Read a topic from the earliest offset to its current end (assign, no group protocol).
     MB/s is counted from the first message received to the last. `isolation`: librdkafka's
     isolation.level (its default, read_committed, when None); `expected`: the number of messages
     to read (default: high - low watermark, which counts a transactional topic's control records);
     `poll_s`: how long one consume() call may wait for its 10,000 messages (a sparse read, such as
     a filtered view's, would otherwise wait that long on every call); `extra`: more consumer settings
-    (the downconvert phase's old-protocol client)."""
-    consumer = _consumer(bootstrap, **{
+    (the downconvert phase's old-protocol client); `defaults`: librdkafka's own fetch and queue
+    settings instead of the harness's larger ones, and the queue-full fetch backoffs counted from
+    the client's debug log (`queue_full_backoffs`)."""
+    tuned = {} if defaults else {
         "fetch.max.bytes": 67108864, "max.partition.fetch.bytes": 16777216,
         "queued.max.messages.kbytes": 262144, "queued.min.messages": 1000000,
-        "receive.message.max.bytes": 100000000, **({"isolation.level": isolation} if isolation else {}),
-        **(extra or {})})
+        "receive.message.max.bytes": 100000000}
+    counter = None
+    if defaults:
+        counter = _QueueFullCounter()
+        log = logging.getLogger(f"benchmarks.librdkafka.{time.monotonic_ns()}")
+        log.propagate = False
+        log.setLevel(logging.DEBUG)
+        log.addHandler(counter)
+        tuned = {"debug": "fetch", "logger": log}
+    consumer = _consumer(bootstrap, **{
+        **tuned, **({"isolation.level": isolation} if isolation else {}), **(extra or {})})
     try:
         in_log = 0  # also connects, outside the timed part
         for p in range(partitions):
@@ -229,7 +262,8 @@ def consume_run(bootstrap: str, topic: str, partitions: int, deadline: float, is
     return {"messages": count, "expected": expected, "bytes": nbytes, "seconds": elapsed,
             "msgs_s": count / elapsed, "mb_s": nbytes / elapsed / 1e6,
             "first_message_s": (t_first - t_assign) if t_first else None,
-            "errors": errors, "first_error": first_error, "aborted": aborted}
+            "errors": errors, "first_error": first_error, "aborted": aborted,
+            **({"queue_full_backoffs": counter.count} if counter else {})}
 
 
 _E2E = struct.Struct(">bqq")  # kind (0 warm-up, 1 measured), sequence, send time (perf_counter_ns)

@@ -6,6 +6,9 @@ PID, and the load the phase puts on them with the librdkafka clients of the othe
    acks=all on 1 and on 6 partitions, then RF=1 acks=1; MB/s and the three brokers' summed
    CPU-seconds per GB (/proc/<pid>/stat before and after);
 2. consume each RF=3 topic from the earliest offset right after it is produced;
+2b. sustained: the RF=3 acks=all runs again with 1.5 GB each (Scale.sustained_messages), long
+   enough for the kernel's write-back to start, then the disk's own ceiling for that volume (three
+   copies written and fdatasync'ed); user and system CPU per broker thread beside both;
 3. the three brokers' summed RSS after that load;
 4. failover: an idempotent acks=all producer sends at a steady rate to a 1-partition RF=3 topic
    whose leader is not the controller; the leader is killed with SIGKILL; the figure is the time
@@ -34,7 +37,7 @@ from typing import Callable
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks import clients, kwire
-from benchmarks.broker import ProcGroup, ProcStats, log_problems
+from benchmarks.broker import CLK_TCK, ProcGroup, ProcStats, log_problems
 from benchmarks.phases import Ctx, Meter, row, txn_runs
 
 BROKERS = 3
@@ -46,6 +49,12 @@ RF3_CONFIG = {"min.insync.replicas": "2"}
 # key suffix, partitions, replication factor, acks
 PRODUCE_RUNS = (("rf3.p1", 1, 3, "all"), ("rf3.p6", 6, 3, "all"), ("rf1.p1", 1, 1, "1"))
 CONSUMED = ("rf3.p1", "rf3.p6")  # read back right after they are produced
+# the sustained runs (issue 26): Scale.sustained_messages (1.5 GB of 1 KiB records by default) per
+# run, long enough for the kernel to write the page cache back while the brokers run; each starts
+# after COLD_S so that the pages the previous run's deleted topic freed have gone back to the host
+# (see prime_page_cache in phases.py) and the run writes into fresh pages, as a long run does
+SUSTAINED_RUNS = (("rf3.p1", 1), ("rf3.p6", 6))
+COLD_S = 3.0
 GROUP = "kbroker-bench"      # the consumer group id clients.consume_run uses (assign only, no commits)
 
 
@@ -245,16 +254,70 @@ def _cpu(t: tuple[float, float] | None) -> float | None:
     return None if t is None else t[0] + t[1]
 
 
-def _produce(ctx: Ctx, c: Cluster, suffix: str, partitions: int, rf: int, acks: str) -> tuple[dict, str]:
+def _thread_cpu(pid: int) -> dict[str, tuple[float, float]]:
+    """(utime, stime) seconds per thread name of a process, threads of one name summed."""
+    out: dict[str, tuple[float, float]] = {}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            stat = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        u, s = out.get(name, (0.0, 0.0))
+        out[name] = (u + int(fields[11]) / CLK_TCK, s + int(fields[12]) / CLK_TCK)
+    return out
+
+
+def _thread_delta(before: dict, after: dict) -> dict[str, list[float]]:
+    """Per thread name [user, system] seconds between two _thread_cpu readings, busiest first."""
+    delta = {k: [round(after[k][0] - before.get(k, (0, 0))[0], 2), round(after[k][1] - before.get(k, (0, 0))[1], 2)]
+             for k in after}
+    return dict(sorted(((k, v) for k, v in delta.items() if v[0] + v[1] > 0), key=lambda kv: -sum(kv[1])))
+
+
+def disk_ceiling(directory: Path, nbytes: int) -> dict:
+    """The disk's own ceiling for what a sustained RF 3 run writes: `nbytes` (three copies of the run's
+    records) written with 1 MiB os.write calls into fresh page-cache pages and fdatasync'ed, in the
+    directory the brokers write to. RF 3 on one disk can at best reach a third of it."""
+    chunk = os.urandom(1 << 20)
+    path = directory / "disk-ceiling.tmp"
+    t0 = time.perf_counter()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for _ in range(max(1, nbytes >> 20)):
+            os.write(fd, chunk)
+        os.fdatasync(fd)
+    finally:
+        os.close(fd)
+        elapsed = time.perf_counter() - t0
+        os.unlink(path)
+    written = max(1, nbytes >> 20) << 20
+    return {"disk_mb_s": written / elapsed / 1e6, "disk_bytes": written, "rf3_ceiling_mb_s": written / elapsed / 1e6 / 3}
+
+
+def _produce(ctx: Ctx, c: Cluster, suffix: str, partitions: int, rf: int, acks: str,
+             count: int | None = None) -> tuple[dict, str]:
+    """One produce run into a fresh topic; `count` records (default Scale.messages). Beside the
+    summed CPU: the leader's and the followers' share (1 partition), and user/system seconds per
+    thread name of every broker."""
     topic = c.create(suffix, partitions, rf, RF3_CONFIG if rf == 3 else {})
     leaders = {p: leader for p, (leader, _, _) in c.layout(topic).items()}
     ids = list(c.running)
     group, zk = c.group(), c.zookeeper()
     zk0, each0 = zk.cpu_seconds() if zk else None, group.cpu_times_each()
+    threads0 = {i: _thread_cpu(b.proc.pid) for i, b in c.running.items()}
     with Meter(group) as meter:
-        r = clients.produce_run(c.bootstrap, topic, partitions, SIZE, ctx.scale.messages, acks, ctx.deadline())
+        r = clients.produce_run(c.bootstrap, topic, partitions, SIZE, count or ctx.scale.messages, acks,
+                                ctx.deadline())
     each1, zk1 = group.cpu_times_each(), zk.cpu_seconds() if zk else None
     m = {**r, **meter.metrics(r["bytes"])}
+    m["threads_user_sys_s"] = {f"broker {i}": _thread_delta(threads0[i], _thread_cpu(b.proc.pid))
+                               for i, b in c.running.items() if i in threads0}
     m["zookeeper_cpu_s"] = zk1 - zk0 if zk0 is not None and zk1 is not None else None
     by_broker = {i: _cpu(b) - _cpu(a) for i, a, b in zip(ids, each0, each1) if a is not None and b is not None}
     if partitions == 1 and leaders.get(0) in by_broker:
@@ -419,12 +482,34 @@ def _measure(ctx: Ctx, c: Cluster, rows: list[dict]) -> None:
         # measured topics go at once: with ~1 GB of them left in the page cache, the next run's
         # writes cost the leader several times the kernel time (see docs/benchmarks.md)
         c.drop([topic])
+    rows.extend(_sustained(ctx, c))
     mem = c.group().memory_mb()
     each = [ProcStats(b.proc.pid).memory_mb().get("rss_mb") for b in c.running.values()]
     rows.append(row("cluster.memory", "cluster", f"{BROKERS} brokers after the produce and consume runs", "memory",
                     {**mem, "rss_each_mb": ", ".join(f"{x:.0f}" for x in each if x is not None), **setup}))
     rows.append(_failover(ctx, c))
     rows.append(_controlled_shutdown(ctx, c))
+
+
+def _sustained(ctx: Ctx, c: Cluster) -> list[dict]:
+    """The RF 3 acks=all runs again with Scale.sustained_messages each, every one starting cold
+    (COLD_S), then the disk's ceiling for the same volume measured right after them; each row
+    carries its MB/s as a share of a third of that ceiling."""
+    rows = []
+    count = ctx.scale.sustained_messages
+    for suffix, partitions in SUSTAINED_RUNS:
+        time.sleep(COLD_S)
+        r, topic = _produce(ctx, c, f"{suffix}.sustained", partitions, 3, "all", count)
+        r["name"] = f"{_name(partitions, 3, 'all')}, sustained ({count * SIZE / 1e9:.1f} GB)"
+        rows.append(r)
+        c.drop([topic])
+    time.sleep(COLD_S)
+    disk = disk_ceiling(c.base, 3 * count * SIZE)
+    for r in rows:
+        m = r["metrics"]
+        m.update(disk)
+        m["ratio_to_ceiling"] = m["mb_s"] / disk["rf3_ceiling_mb_s"]
+    return rows
 
 
 def phase_cluster_txn(ctx: Ctx) -> list[dict]:

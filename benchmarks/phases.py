@@ -5,6 +5,7 @@ phase, which starts a ZooKeeper and three brokers of its own, lives in cluster.p
 
 from __future__ import annotations
 
+import importlib
 import os
 import resource
 import shutil
@@ -14,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from benchmarks import clients, kwire
-from benchmarks.delayed import PARTITIONS as DELAYED_PARTITIONS, delayed_run
 from benchmarks.broker import OwnBroker, ProcStats
+from benchmarks.delayed import PARTITIONS as DELAYED_PARTITIONS
+from benchmarks.delayed import delayed_run
 
 
 @dataclass
@@ -36,14 +38,17 @@ class Scale:
     fixture_starts: int = 10
     tiered_mb: int = 128
     security_messages: int = 1_000_000  # per listener in the security phase (the issue's Kafka workload)
+    sustained_messages: int = 1_500_000  # per sustained run of the cluster phase (1.5 GB of 1 KiB records)
     auth_seconds: float = 5.0           # per authentication run of the security phase
+    commit_groups: int = 1000           # classic groups of one committing member (group-commits phase)
+    commit_window_s: float = 60.0       # the group-commits phase's steady window
 
     @classmethod
     def quick(cls) -> "Scale":
         return cls(messages=20_000, e2e_messages=2_000, latency_messages=1_000, meta_topics=10,
                    meta_partitions=100, metadata_repeats=3, restarts=1, connections=200, requests=500, cluster_topics=6,
                    delayed_messages=1_000, delayed_max_ms=5_000, fixture_starts=3, tiered_mb=16,
-                   security_messages=20_000, auth_seconds=1.0)
+                   security_messages=20_000, auth_seconds=1.0, commit_groups=50, commit_window_s=10.0)
 
 
 @dataclass
@@ -480,29 +485,6 @@ def phase_partitions10k(ctx: Ctx) -> list[dict]:
                 "partitions", m)]
 
 
-def phase_cluster(ctx: Ctx) -> list[dict]:
-    """ZooKeeper + three brokers of its own: replicated produce and consume, failover, controlled
-    shutdown, RSS (benchmarks/cluster.py)."""
-    from benchmarks.cluster import phase_cluster as run  # imported here: cluster.py builds on this module
-
-    return run(ctx)
-
-
-def phase_clustertxn(ctx: Ctx) -> list[dict]:
-    """ZooKeeper + three brokers of its own: the transactions phase on RF=3 topics (benchmarks/cluster.py)."""
-    from benchmarks.cluster import phase_cluster_txn as run
-
-    return run(ctx)
-
-
-def phase_cluster3k(ctx: Ctx) -> list[dict]:
-    """ZooKeeper + three brokers holding 3,000 partitions at RF 3: controller failover and a full
-    cluster restart (benchmarks/cluster_scale.py)."""
-    from benchmarks.cluster_scale import phase_cluster_scale as run
-
-    return run(ctx)
-
-
 def phase_delayed(ctx: Ctx) -> list[dict]:
     ctx.check_alive()
     topic = ctx.new_topic("delayed", DELAYED_PARTITIONS)
@@ -511,13 +493,6 @@ def phase_delayed(ctx: Ctx) -> list[dict]:
     ctx.drop_topics([topic])
     return [row("delayed", "delayed", f"{ctx.scale.delayed_messages:,} records, delay.ms 1..{ctx.scale.delayed_max_ms:,}",
                 "latency", {**r, **meter.metrics()})]
-
-
-def phase_views(ctx: Ctx) -> list[dict]:
-    """Filtered views read at 1 %, 50 % and 100 % selectivity next to the source (benchmarks/views.py)."""
-    from benchmarks.views import phase_views as run
-
-    return run(ctx)
 
 
 def phase_tiered(ctx: Ctx) -> list[dict]:
@@ -541,93 +516,20 @@ def phase_fixture(ctx: Ctx) -> list[dict]:
     return [row(f"fixture.{mode}", "fixture", f"KafkaContainer(mode={mode!r}).start()", "startup",
                 measure(mode, ctx.scale.fixture_starts))
             for mode in ("thread", "process")]
-def phase_metrics(ctx: Ctx) -> list[dict]:
-    """Produce with Prometheus metrics off and on, paired on two brokers of its own (benchmarks/metrics.py)."""
-    from benchmarks.metrics import phase_metrics as run
-
-    return run(ctx)
-
-
-def phase_security(ctx: Ctx) -> list[dict]:
-    """TLS and SASL on a broker of its own: produce/consume over PLAINTEXT, SSL and SASL_SSL, SCRAM
-    logins per second, the produce path of an authenticated connection (benchmarks/security.py)."""
-    from benchmarks.security import phase_security as run
-
-    return run(ctx)
-
-
-def phase_quotas(ctx: Ctx) -> list[dict]:
-    """Client quotas on brokers of their own: a greedy producer and a greedy consumer held to a
-    5 MB/s quota beside unthrottled ones (benchmarks/quotas.py)."""
-    from benchmarks.quotas import phase_quotas as run
-
-    return run(ctx)
-
-
-def phase_downconvert(ctx: Ctx) -> list[dict]:
-    """The consume phase's reads by a current consumer and by one held to Fetch v1, whose answers
-    are down-converted (benchmarks/downconvert.py)."""
-    from benchmarks.downconvert import phase_downconvert as run
-
-    return run(ctx)
-
-
-def phase_groups(ctx: Ctx) -> list[dict]:
-    """Consumer-group rebalances (classic eager and cooperative, KIP-848's consumer protocol) with
-    confluent-kafka members, and the coordinator's CPU per heartbeat for 1,000 simulated members,
-    on brokers of their own (benchmarks/groups.py)."""
-    from benchmarks.groups import phase_groups as run
-
-    return run(ctx)
-
-
-def phase_groups_cpu(ctx: Ctx) -> list[dict]:
-    """The heartbeat-CPU part of `groups` alone (benchmarks/groups.py)."""
-    from benchmarks.groups import phase_groups_cpu as run
-
-    return run(ctx)
-
-
-def phase_share(ctx: Ctx) -> list[dict]:
-    """Share groups (KIP-932) with confluent-kafka ShareConsumers: scaling on one partition with work
-    per record, throughput next to a classic group, redelivery after a SIGKILL, on a broker of its
-    own (benchmarks/share_groups.py)."""
-    from benchmarks.share_groups import phase_share as run
-
-    return run(ctx)
-
-
-def phase_schema_registry(ctx: Ctx) -> list[dict]:
-    """The built-in schema registry on a broker of its own (pinned to CPU 0, the HTTP clients to
-    CPU 1): registrations under BACKWARD_TRANSITIVE, lookups by id and by schema, RSS with 10,000
-    schemas and the restart's time to the first answer (benchmarks/schema_registry.py)."""
-    from benchmarks.schema_registry import phase_schema_registry as run
-
-    return run(ctx)
-
-
-def phase_scale(ctx: Ctx) -> list[dict]:
-    """What the number of partitions costs: 1,000 / 3,000 / 10,000 partitions at RF 3 on three
-    brokers: create to full ISR, idle CPU and RSS, a 100 msg/s acks=all producer over all of them,
-    controller failover and full restart (benchmarks/scale.py)."""
-    from benchmarks.scale import phase_scale as run
-
-    return run(ctx)
-
-
-def phase_acl(ctx: Ctx) -> list[dict]:
-    """ACL authorization on brokers of their own: produce and fetch requests with the AclAuthorizer
-    and 10,000 ACLs next to no authorizer (benchmarks/acl.py)."""
-    from benchmarks.acl import phase_acl as run
-
-    return run(ctx)
+def elsewhere(module: str, name: str):
+    """A phase that lives in benchmarks/<module>.py, imported when it runs (those modules build on
+    this one, and most runs skip most phases)."""
+    def phase(ctx: Ctx) -> list[dict]:
+        return getattr(importlib.import_module(f"benchmarks.{module}"), name)(ctx)
+    phase.__qualname__ = f"{module}.{name}"
+    return phase
 
 
 PHASES = {
     "produce": phase_produce,
     "consume": phase_consume,
-    "downconvert": phase_downconvert,
-    "views": phase_views,
+    "downconvert": elsewhere("downconvert", "phase_downconvert"),
+    "views": elsewhere("views", "phase_views"),
     "transactions": phase_transactions,
     "partitions100": phase_partitions100,
     "requests": phase_requests,
@@ -639,19 +541,21 @@ PHASES = {
     "delayed": phase_delayed,
     "tiered": phase_tiered,
     "fixture": phase_fixture,
-    "metrics": phase_metrics,
-    "security": phase_security,
-    "acl": phase_acl,
-    "quotas": phase_quotas,
-    "groups": phase_groups,
-    "groups-cpu": phase_groups_cpu,
-    "share": phase_share,
-    "schema-registry": phase_schema_registry,
-    "cluster": phase_cluster,
-    "clustertxn": phase_clustertxn,
-    "cluster3k": phase_cluster3k,
-    "scale": phase_scale,
+    "metrics": elsewhere("metrics", "phase_metrics"),
+    "security": elsewhere("security", "phase_security"),
+    "acl": elsewhere("acl", "phase_acl"),
+    "quotas": elsewhere("quotas", "phase_quotas"),
+    "groups": elsewhere("groups", "phase_groups"),
+    "groups-cpu": elsewhere("groups", "phase_groups_cpu"),
+    "group-commits": elsewhere("group_commits", "phase_group_commits"),
+    "share": elsewhere("share_groups", "phase_share"),
+    "schema-registry": elsewhere("schema_registry", "phase_schema_registry"),
+    "cluster": elsewhere("cluster", "phase_cluster"),
+    "clustertxn": elsewhere("cluster", "phase_cluster_txn"),
+    "cluster3k": elsewhere("cluster_scale", "phase_cluster_scale"),
+    "scale": elsewhere("scale", "phase_scale"),
+    "consume-default": elsewhere("consume_default", "phase_consume_default"),
 }
-REPEATABLE = {"produce", "metrics", "consume", "downconvert", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security", "acl", "groups", "groups-cpu", "share"}
+REPEATABLE = {"produce", "metrics", "consume", "downconvert", "views", "transactions", "partitions100", "requests", "e2e", "latency", "durability", "cluster", "clustertxn", "cluster3k", "security", "acl", "groups", "groups-cpu", "group-commits", "share"}
 # left out of --quick and of runs against --bootstrap unless named in --only
-OPT_IN = {"cluster", "clustertxn", "cluster3k", "scale", "metrics", "security", "quotas", "downconvert", "acl", "groups", "groups-cpu", "share", "schema-registry"}
+OPT_IN = {"consume-default", "cluster", "clustertxn", "cluster3k", "scale", "metrics", "security", "quotas", "downconvert", "acl", "groups", "groups-cpu", "group-commits", "share", "schema-registry"}
