@@ -58,6 +58,8 @@ class Member:
                 with self._lock:
                     self.unparsed.append(line)
                 continue
+            if event.get("event") == "closed":
+                event.setdefault("t", time.time())  # the member has left: it owns nothing after this
             with self._lock:
                 self.events.append(event)
 
@@ -217,7 +219,7 @@ class KcatMember(Member):
         self._err_reader.join(5)
         if status == 0:
             with self._lock:
-                self.events.append({"event": "closed"})
+                self.events.append({"event": "closed", "t": time.time()})
         return status
 
     def kill(self) -> None:
@@ -319,12 +321,17 @@ REPORT_SKEW_S = 0.25
 def check_single_owner(members: Iterable[Member], killed: dict[str, float] | None = None) -> None:
     """From every member's assignment reports (each stamped with the wall time `t` its callback
     ran): at no moment did two members hold the same partition. A SIGKILLed member held its last
-    assignment until the time in `killed` (its partitions go elsewhere only after its session)."""
+    assignment until the time in `killed` (its partitions go elsewhere only after its session); one
+    that closed cleanly until its "closed" report."""
     intervals: list[tuple[float, float, int, str]] = []  # (from, to, partition, member)
     for m in members:
         reports = [e for e in m._of("assigned") if "t" in e]
+        # a member that closed cleanly owned its last assignment until it closed, whether or not its
+        # client reported the revocation that closing implies
+        closed = [e["t"] for e in m._of("closed") if "t" in e]
+        last_end = closed[0] if closed else (killed or {}).get(m.name, float("inf"))
         for i, report in enumerate(reports):
-            end = reports[i + 1]["t"] if i + 1 < len(reports) else (killed or {}).get(m.name, float("inf"))
+            end = reports[i + 1]["t"] if i + 1 < len(reports) else last_end
             intervals += [(report["t"], end, p, m.name) for p in report["partitions"]]
     for a in intervals:
         for b in intervals:
