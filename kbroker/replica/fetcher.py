@@ -314,13 +314,17 @@ class _LeaderFetcher:
                 if parts is None:
                     state = self.partitions.get(tp)
                     partition = m.replica_manager.partitions.get(tp)
-                    if state is None or partition is None:
+                    # a state never sent is newer than this request (LeaderAndIsr re-added the
+                    # partition while it was out): the answer, e.g. FENCED_LEADER_EPOCH for the old
+                    # epoch, is not its own
+                    if state is None or partition is None or state.entry is None:
                         continue
                     entry = (partition, state)
                 else:
                     entry = parts.get(tp)
-                    if entry is None or m.replica_manager.partitions.get(tp) is not entry[0]:
-                        continue
+                    if entry is None or m.replica_manager.partitions.get(tp) is not entry[0] \
+                            or self.partitions.get(tp) is not entry[1]:
+                        continue  # the partition left this fetcher, or was re-added, while the fetch was out
                 self.dirty.add(tp)
                 log = entry[0].log
                 try:

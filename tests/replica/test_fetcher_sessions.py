@@ -31,10 +31,14 @@ class Leader:
         self.cache = FetchSessionCache(10, now_ms=lambda: 0)
         self.logs: dict[TopicPartition, list[bytes]] = {A: [], B: [], C: []}
         self.requests: list[dict] = []
+        self.fenced: set[TopicPartition] = set()  # answered FENCED_LEADER_EPOCH
+        self.while_out = None  # called while a request is out (before its answer is built)
 
     async def request(self, api_key, version, body, timeout_s=None):
         assert api_key == FETCH
         self.requests.append(body)
+        if self.while_out is not None:
+            self.while_out()
         parts = [(TopicIdPartition(ZERO, t["topic"], p["partition"]),
                   PartitionRequest(p["fetch_offset"], p["partition_max_bytes"], p["log_start_offset"],
                                    p["current_leader_epoch"]))
@@ -44,6 +48,9 @@ class Leader:
                                          version=12, is_follower=True)
         results = []
         for tip, req in context.partitions_to_read():
+            if TopicPartition(tip.topic, tip.partition) in self.fenced:
+                results.append((tip, PartitionResult(error_code=ErrorCode.fenced_leader_epoch)))
+                continue
             log = self.logs[TopicPartition(tip.topic, tip.partition)]
             records = b"".join(log[req.fetch_offset:])
             results.append((tip, PartitionResult(high_watermark=len(log), last_stable_offset=len(log),
@@ -168,3 +175,31 @@ def test_an_error_for_one_partition_ends_steady_rounds_until_it_clears(follower)
     clock.jump(5.1)  # replica.fetch.backoff.ms passed
     assert round_(fetcher, clock)
     assert sent(leader.requests[-1])[0] == {B} and fetcher.steady
+
+
+@pytest.mark.parametrize("steady", [True, False])
+def test_an_answer_for_an_epoch_replaced_while_it_was_out_is_not_applied(follower, steady):
+    """A controlled shutdown bumps the leader epoch: the leader may fence this follower's fetch at
+    the old epoch just as LeaderAndIsr re-adds the partition at the new one. The stale
+    FENCED_LEADER_EPOCH must not hold the new epoch back for replica.fetch.backoff.ms."""
+    fetcher, leader, partitions, clock = follower
+    for _ in range(2):
+        round_(fetcher, clock)
+    if not steady:
+        fetcher.poke()  # the round in flight is a full one
+    assert fetcher.steady is steady
+    leader.fenced = {A}
+    leader.append(A)  # A has news: a steady round's answer carries it
+
+    def leader_and_isr():  # what ReplicaManager.become_leader_or_follower does for a follower
+        partitions[A].make_follower(1, 1, [1, 2], [1, 2], 1)
+        fetcher.partitions[A] = _FetchState(1, truncating=False)
+        fetcher.poke()
+        leader.while_out = None
+    leader.while_out = leader_and_isr
+    assert round_(fetcher, clock)
+    assert fetcher.partitions[A].delayed_until == 0  # the old epoch's answer was not applied to the new one
+    leader.fenced = set()
+    assert round_(fetcher, clock)
+    assert A in sent(leader.requests[-1])[0]
+    assert partitions[A].log.log_end_offset == 1  # fetched at once, at the new epoch
