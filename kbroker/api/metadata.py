@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import weakref
+
 from kbroker.api import views
 from kbroker.api.access import Op, cluster_allowed, topic_allowed
-from kbroker.api.authorization import NOT_REQUESTED as NO_AUTHORIZED_OPERATIONS, ResourceType, authorized_operations
+from kbroker.api.authorization import NOT_REQUESTED as NO_AUTHORIZED_OPERATIONS
+from kbroker.api.authorization import ResourceType, authorized_operations
 from kbroker.api.context import RequestContext, listener_addresses
 from kbroker.errors import ErrorCode, KafkaError, error_code_of
 from kbroker.metadata.store import TopicInfo
@@ -49,9 +52,22 @@ def _topic_entry(info: TopicInfo, partitions: list[dict]) -> dict:
     }
 
 
+# store -> topic -> (the store's generation, the topic's Metadata partitions): clients and the
+# brokers' own polling ask for every topic several times a second, and with thousands of
+# partitions building the entries was most of a broker's CPU in a failover
+_PARTITIONS_BUILT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _cluster_topic_metadata(ctx: RequestContext, info: TopicInfo) -> dict:
-    """From the cache the controller keeps: every broker gives the same answer."""
+    """From the cache the controller keeps: every broker gives the same answer. The partitions'
+    entries are reused until the cache changes (read only: the encoder does not modify them)."""
     metadata = ctx.broker.metadata
+    built = _PARTITIONS_BUILT.get(metadata)
+    if built is None:
+        built = _PARTITIONS_BUILT[metadata] = {}
+    cached = built.get(info.name)
+    if cached is not None and cached[0] == metadata.generation and cached[1] is info:
+        return _topic_entry(info, cached[2])
     partitions = []
     for index, replicas in enumerate(info.assignment):
         state = metadata.partition_state(info.name, index)
@@ -67,6 +83,7 @@ def _cluster_topic_metadata(ctx: RequestContext, info: TopicInfo) -> dict:
             "isr_nodes": list(state.isr),
             "offline_replicas": list(state.offline_replicas),
         })
+    built[info.name] = (metadata.generation, info, partitions)
     return _topic_entry(info, partitions)
 
 

@@ -101,6 +101,9 @@ class ClusterMetadataStore:
         self.broker_epoch = -1
         self._brokers: dict[int, BrokerInfo] = {}
         self._partitions: dict[str, dict[int, PartitionMetadata]] = {}
+        # bumped by every change of a partition's state or of the live brokers: what is built from
+        # them (a topic's Metadata partitions) may be reused while it stands
+        self.generation = 0
         self._topic_ids: dict[str, uuid.UUID] = {}
         self._retired: dict[str, set[int]] = {}  # partitions of a decrease: hidden, refusing appends
         self._topics: dict[str, TopicInfo] = {}
@@ -254,6 +257,7 @@ class ClusterMetadataStore:
             for p in topic.partition_states:
                 cached = partitions.get(p.partition_index)
                 if cached is not None and p.leader_epoch > cached.leader_epoch:
+                    self.generation += 1
                     partitions[p.partition_index] = PartitionMetadata(
                         p.leader, p.leader_epoch, tuple(p.isr), tuple(p.replicas),
                         tuple(r for r in p.replicas if r not in self._brokers), p.partition_epoch)
@@ -270,6 +274,7 @@ class ClusterMetadataStore:
             if chosen is not None:
                 brokers[b.id_] = BrokerInfo(b.id_, chosen[2], chosen[3], b.rack, endpoints)
         self._brokers = brokers
+        self.generation += 1
         touched: set[str] = set()
         for topic in request.topic_states:
             name = topic.topic_name
