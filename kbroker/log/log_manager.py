@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _STRAY_DIR_SUFFIX = "-stray"
+# leader-epoch checkpoints written per flush scan (each second): a failover makes thousands of new
+# leaders at once, and writing all their files in one scan stalled the broker for a second while
+# clients needed it; the rest wait for the next scans (recovery re-reads epochs from the unflushed
+# batches, and a log's flush or close writes its own first)
+EPOCH_WRITES_PER_SCAN = 256
 
 
 def _log_dir_entries(d: Path) -> list[tuple[Path, TopicPartition, bool]]:
@@ -346,11 +351,13 @@ class LogManager(LogDirs):
         flushes a rolled segment in the background). Returns the number of logs flushed."""
         now = self._now_ms() if now_ms is None else now_ms
         flushed = 0
+        epoch_writes = EPOCH_WRITES_PER_SCAN
         for logs, dir_of in ((self.logs, self._dir_of), (self.future_logs, self._future_dir_of)):
             for tp, lg in list(logs.items()):
                 if lg.closed:
                     continue  # its dir went offline meanwhile
-                if lg.leader_epoch_cache.unwritten:  # a new leader epoch, kept in memory until now
+                if lg.leader_epoch_cache.unwritten and epoch_writes > 0:  # a new leader epoch, in memory until now
+                    epoch_writes -= 1
                     self._in_dir(dir_of[tp], f"writing {tp}'s leader epochs", lg.leader_epoch_cache.write_if_changed)
                 if now - lg.last_flush_ms >= lg.config.flush_interval_ms:
                     self._in_dir(dir_of[tp], f"flushing {tp}", lg.flush)

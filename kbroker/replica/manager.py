@@ -117,6 +117,7 @@ class ReplicaManager(DataWaits):
         self._follower_seen_ms: dict[int, int] = {}  # replica id -> when it last fetched from us
         self.controller_epoch = -1
         self.fetchers = None  # ReplicaFetcherManager, in a cluster
+        self._configs_applied: dict[str, dict[str, str]] = {}  # cluster: topic -> the overrides last applied
         # (tp, is_leader) after a role change: the group coordinator loads or unloads its groups
         self.leadership_listeners: list[Callable[[TopicPartition, bool], None]] = []
         self._isr_requests: dict[TopicPartition, tuple[Partition, list[int]]] = {}
@@ -148,8 +149,11 @@ class ReplicaManager(DataWaits):
     def _on_topic_change(self, name: str, info: TopicInfo | None) -> None:
         self.quotas.update_topic(name, None if info is None else info.configs)
         if self.cluster:  # the controller places replicas; metadata brings configs only
-            if info is not None:
+            if info is None:
+                self._configs_applied.pop(name, None)
+            elif self._configs_applied.get(name) != info.configs:  # every UpdateMetadata names the topic
                 self._apply_configs(name, info)
+                self._configs_applied[name] = dict(info.configs)
             return
         if info is None:
             for tp in [tp for tp in self.offline_partitions if tp.topic == name]:
@@ -186,8 +190,10 @@ class ReplicaManager(DataWaits):
 
     def _apply_configs(self, name: str, info: TopicInfo) -> None:
         log_config, min_isr = self._log_settings(info.configs)
-        for tp, partition in self.partitions.items():
-            if tp.topic == name:
+        retired = self.metadata.retired_partitions(name) if self.cluster else set()  # a decrease still draining
+        for index in set(range(len(info.assignment))) | retired:
+            partition = self.partitions.get(TopicPartition(name, index))
+            if partition is not None:
                 partition.set_log_config(log_config, min_isr)
 
     def _log_settings(self, configs: dict[str, str]) -> tuple[Any, int]:
