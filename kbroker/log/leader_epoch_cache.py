@@ -152,14 +152,20 @@ class LeaderEpochCache:
             self.unwritten = True
         return True
 
-    def truncate_from_end(self, end_offset: int) -> bool:
-        """After the log was truncated to `end_offset`: drop entries starting at or after it."""
+    def truncate_from_end(self, end_offset: int, write: bool = True) -> bool:
+        """After the log was truncated to `end_offset`: drop entries starting at or after it.
+        `write` False: the file is rewritten later (`write_if_changed`, `sync`), as Kafka flushes
+        truncations in the background; until then it may still hold the dropped entries, which
+        the next load drops again."""
         entries = self._entries
         if end_offset < 0 or not entries or entries[-1].start_offset < end_offset:
             return False
         while entries and entries[-1].start_offset >= end_offset:
             entries.pop()
-        self.flush()
+        if write:
+            self.flush()
+        else:
+            self.unwritten = True
         return True
 
     def truncate_from_start(self, start_offset: int) -> bool:
