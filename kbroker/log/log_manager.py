@@ -46,7 +46,7 @@ _STRAY_DIR_SUFFIX = "-stray"
 # leaders at once, and writing all their files in one scan stalled the broker for a second while
 # clients needed it; the rest wait for the next scans (recovery re-reads epochs from the unflushed
 # batches, and a log's flush or close writes its own first)
-EPOCH_WRITES_PER_SCAN = 256
+EPOCH_WRITES_PER_SCAN = 64
 
 
 def _log_dir_entries(d: Path) -> list[tuple[Path, TopicPartition, bool]]:
