@@ -148,7 +148,7 @@ class LeaderEpochCache:
         entries.append(EpochEntry(epoch, start_offset))
         if write:
             self.flush(sync)
-        else:  # written by the next `write_if_changed` or `sync` (the log's flush scan, its flush, close)
+        else:  # written by the next `write_if_changed` or `sync` (the server's epoch writer, the log's flush, close)
             self.unwritten = True
         return True
 
@@ -196,7 +196,7 @@ class LeaderEpochCache:
             self.flush()
 
     def write_if_changed(self) -> None:
-        """Write a change made in memory only, without fsync (the broker's flush scan, each second)."""
+        """Write a change made in memory only, without fsync (the server's epoch writer, each second)."""
         if self.unwritten:
             self.flush(sync=False)
 

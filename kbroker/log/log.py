@@ -306,7 +306,7 @@ class Log(LogLoading, LogRetention):
         now = self._now_ms()
         cache = self.leader_epoch_cache
         for _pos, h in batches:  # the epochs the leader stamped, in memory; the file is written by the
-            if h.partition_leader_epoch >= 0:  # flush scan or the log's flush (recovery re-reads them from the batches)
+            if h.partition_leader_epoch >= 0:  # server's epoch writer or the log's flush (recovery re-reads them from the batches)
                 cache.assign(h.partition_leader_epoch, h.base_offset, sync=False, write=False)
         self._write(buf, total, first_offset, last_offset, max_ts, offset_of_max_ts, now)
         self._update_producers(updates, completed)

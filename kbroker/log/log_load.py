@@ -238,7 +238,7 @@ class LogLoading:
         # log end; a checkpoint written lazily (Kafka flushes truncations in the background) can
         # also lag the log start.
         # a new leader's epoch starts at the log end it had, with nothing after it yet: every such
-        # log drops that entry here; its file is rewritten by the flush scan, not one fsync per log
+        # log drops that entry here; its file is rewritten by the server's epoch writer, not one fsync per log
         cache.truncate_from_end(self.log_end_offset, write=False)
         cache.truncate_from_start(self.log_start_offset)
         # An entry written without fsync may be missing after a machine crash while its batches,

@@ -42,11 +42,6 @@ log = logging.getLogger(__name__)
 
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 _STRAY_DIR_SUFFIX = "-stray"
-# leader-epoch checkpoints written per flush scan (each second): a failover makes thousands of new
-# leaders at once, and writing all their files in one scan stalled the broker for a second while
-# clients needed it; the rest wait for the next scans (recovery re-reads epochs from the unflushed
-# batches, and a log's flush or close writes its own first)
-EPOCH_WRITES_PER_SCAN = 64
 
 
 def _log_dir_entries(d: Path) -> list[tuple[Path, TopicPartition, bool]]:
@@ -351,14 +346,10 @@ class LogManager(LogDirs):
         flushes a rolled segment in the background). Returns the number of logs flushed."""
         now = self._now_ms() if now_ms is None else now_ms
         flushed = 0
-        epoch_writes = EPOCH_WRITES_PER_SCAN
         for logs, dir_of in ((self.logs, self._dir_of), (self.future_logs, self._future_dir_of)):
             for tp, lg in list(logs.items()):
                 if lg.closed:
                     continue  # its dir went offline meanwhile
-                if lg.leader_epoch_cache.unwritten and epoch_writes > 0:  # a new leader epoch, in memory until now
-                    epoch_writes -= 1
-                    self._in_dir(dir_of[tp], f"writing {tp}'s leader epochs", lg.leader_epoch_cache.write_if_changed)
                 if now - lg.last_flush_ms >= lg.config.flush_interval_ms:
                     self._in_dir(dir_of[tp], f"flushing {tp}", lg.flush)
                     flushed += 1
@@ -366,6 +357,17 @@ class LogManager(LogDirs):
                     self._in_dir(dir_of[tp], f"flushing {tp}", lambda lg=lg: lg.flush(lg.active_segment.base_offset))
                     flushed += 1
         return flushed
+
+    def unwritten_leader_epochs(self) -> list[tuple[Path, Log]]:
+        """The logs whose leader-epoch checkpoint changed in memory only (a new leader or follower
+        epoch, a truncation at load), with their dirs: the server writes them one at a time."""
+        return [(dir_of[tp], lg) for logs, dir_of in ((self.logs, self._dir_of), (self.future_logs, self._future_dir_of))
+                for tp, lg in list(logs.items()) if lg.leader_epoch_cache.unwritten and not lg.closed]
+
+    def write_leader_epochs(self, d: Path, lg: Log) -> None:
+        """Write one log's leader-epoch checkpoint if it is still unwritten (without fsync)."""
+        if not lg.closed and lg.leader_epoch_cache.unwritten:
+            self._in_dir(d, f"writing {lg.dir.name}'s leader epochs", lg.leader_epoch_cache.write_if_changed)
 
     def shutdown(self) -> None:
         """Flush and close every log, write all checkpoints, then the clean shutdown marker."""

@@ -114,7 +114,7 @@ class Partition:
         if new_epoch:
             self.leader_epoch_start_offset = self.log.log_end_offset
             # OffsetForLeaderEpoch must know where this epoch starts before anything is appended in
-            # it: in memory at once. The file is written within a second by the broker's flush scan
+            # it: in memory at once. The file is written within a second by the server's epoch writer
             # (thousands of partitions change leader at once in a failover; Kafka 3.7+ writes it in
             # the background too), fsynced by the log's next flush, and recovery re-reads epochs
             # from the unflushed batches.

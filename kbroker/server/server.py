@@ -359,6 +359,17 @@ class KafkaServer:
                 await send(sock, response)
             conn.owed -= 1
 
+    async def _write_leader_epochs(self) -> None:
+        """Each second, the leader-epoch checkpoints that changed in memory only, one file at a time
+        with a yield between two: a failover or restart of thousands of partitions makes thousands
+        at once, and writing them in one go (an atomic rewrite costs ~1 ms here) held requests up."""
+        lm = self.broker.log_manager
+        while True:
+            await trio.sleep(1.0)
+            for d, lg in lm.unwritten_leader_epochs():
+                lm.write_leader_epochs(d, lg)
+                await trio.sleep(0)
+
     async def _periodic(self, interval, job) -> None:
         while True:
             await trio.sleep(interval() if callable(interval) else interval)
@@ -426,6 +437,7 @@ class KafkaServer:
                 for interval, job in self.broker.periodic_tasks():
                     background.start_soon(self._periodic, interval, job)
                 background.start_soon(self._run_group_timers)
+                background.start_soon(self._write_leader_epochs)
                 await background.start(self.broker.txn_coordinator.run)
                 if self.broker.remote_log_manager is not None:  # tiered storage: manifests loaded first
                     await background.start(self.broker.remote_log_manager.run)

@@ -167,21 +167,21 @@ def test_flush_dirty_logs(tmp_path):
     assert timed.recovery_point == 3
 
 
-def test_flush_scans_write_a_failovers_leader_epochs_a_bounded_number_at_a_time(tmp_path, monkeypatch):
-    """Thousands of partitions become leaders at once: each flush scan writes at most
-    EPOCH_WRITES_PER_SCAN leader-epoch checkpoints, the next scans the rest, and every file ends
-    up holding its new epoch (what a restart reads)."""
-    from kbroker.log import log_manager as lm_module
-
-    monkeypatch.setattr(lm_module, "EPOCH_WRITES_PER_SCAN", 4)
+def test_leader_epochs_changed_in_memory_are_listed_and_written_one_log_at_a_time(tmp_path):
+    """Thousands of partitions become leaders at once: their leader-epoch checkpoints are listed
+    for the server, which writes them one log at a time; every file ends up holding its new epoch
+    (what a restart reads), and a log written meanwhile (its flush) is not written again."""
     m = manager([tmp_path / "d1"], Clock(0))
     logs = [m.get_or_create_log(TopicPartition("t", p)) for p in range(10)]
     for lg in logs:
         lg.leader_epoch_cache.assign(3, 0, sync=False, write=False)  # what make_leader does
-    written = []
-    for _ in range(3):
-        m.flush_dirty_logs(0)
-        written.append(sum(not lg.leader_epoch_cache.unwritten for lg in logs))
-    assert written == [4, 8, 10]
+    pending = m.unwritten_leader_epochs()
+    assert sorted(lg.dir.name for _, lg in pending) == sorted(lg.dir.name for lg in logs)
+    logs[0].flush()  # the log's flush writes its own first
+    before = logs[0].leader_epoch_cache.path.stat().st_mtime_ns
+    for d, lg in pending:
+        m.write_leader_epochs(d, lg)
+    assert logs[0].leader_epoch_cache.path.stat().st_mtime_ns == before
+    assert m.unwritten_leader_epochs() == []
     for lg in logs:
         assert lg.leader_epoch_cache.path.read_text().split("\n")[2] == "3 0"
