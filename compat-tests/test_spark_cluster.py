@@ -50,8 +50,13 @@ def test_streaming_read_survives_leader_kill(kt, cluster, spark, tmp_path):
         ck.wait_for(lambda: ck.leader_of(cluster, topic, 0) not in (-1, victim), 30,
                     f"a new leader of partition 0 after broker {victim} was killed")
         before = (producer.acked_count, archived())
-        kt.wait_until(lambda: producer.acked_count >= before[0] + 300 and archived() > before[1], 60,
-                      "acknowledged and archived records after the failover")
+        try:
+            kt.wait_until(lambda: producer.acked_count >= before[0] + 300 and archived() > before[1], 60,
+                          "acknowledged and archived records after the failover")
+        except AssertionError as exc:  # which side stalled: the producer's acks or Spark's archive
+            raise AssertionError(f"{exc}: acknowledged {before[0]} -> {producer.acked_count}, archived "
+                                 f"{before[1]} -> {archived()}, partitions {ck.partitions(cluster, topic)}, "
+                                 f"last progress {query.lastProgress}") from None
         cluster.brokers[victim].start()
         ck.wait_for(lambda: ck.in_sync(cluster, topic, PARTITIONS, 3), 60, f"broker {victim} back in every ISR")
     finally:
