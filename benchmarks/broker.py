@@ -25,6 +25,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stat_cpu_times(stat: str) -> tuple[float, float]:
+    """(utime, stime) in seconds from the text of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat."""
+    fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is field 3 (state)
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+
+
 class ProcStats:
     """CPU seconds (utime+stime, all threads) and memory of a process, read from /proc."""
 
@@ -37,8 +43,7 @@ class ProcStats:
             stat = Path(f"/proc/{self.pid}/stat").read_text()
         except OSError:
             return None
-        fields = stat[stat.rindex(")") + 2:].split()  # fields[0] is field 3 (state)
-        return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
+        return stat_cpu_times(stat)
 
     def cpu_seconds(self) -> float | None:
         t = self.cpu_times()

@@ -200,6 +200,11 @@ class _QueueFullCounter(logging.Handler):
             self.count += 1
 
 
+_LIBRDKAFKA_LOG = logging.getLogger("benchmarks.librdkafka")  # librdkafka's debug lines, counted, not shown
+_LIBRDKAFKA_LOG.propagate = False
+_LIBRDKAFKA_LOG.setLevel(logging.DEBUG)
+
+
 def consume_run(bootstrap: str, topic: str, partitions: int, deadline: float, isolation: str | None = None,
                 expected: int | None = None, poll_s: float = 0.5, extra: dict | None = None,
                 defaults: bool = False) -> dict:
@@ -219,11 +224,8 @@ def consume_run(bootstrap: str, topic: str, partitions: int, deadline: float, is
     counter = None
     if defaults:
         counter = _QueueFullCounter()
-        log = logging.getLogger(f"benchmarks.librdkafka.{time.monotonic_ns()}")
-        log.propagate = False
-        log.setLevel(logging.DEBUG)
-        log.addHandler(counter)
-        tuned = {"debug": "fetch", "logger": log}
+        _LIBRDKAFKA_LOG.addHandler(counter)
+        tuned = {"debug": "fetch", "logger": _LIBRDKAFKA_LOG}
     consumer = _consumer(bootstrap, **{
         **tuned, **({"isolation.level": isolation} if isolation else {}), **(extra or {})})
     try:
@@ -258,6 +260,8 @@ def consume_run(bootstrap: str, topic: str, partitions: int, deadline: float, is
             t_last = time.perf_counter()
     finally:
         consumer.close()
+        if counter is not None:
+            _LIBRDKAFKA_LOG.removeHandler(counter)
     elapsed = (t_last - t_first) if t_first and t_last and t_last > t_first else float("nan")
     return {"messages": count, "expected": expected, "bytes": nbytes, "seconds": elapsed,
             "msgs_s": count / elapsed, "mb_s": nbytes / elapsed / 1e6,

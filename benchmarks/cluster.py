@@ -37,7 +37,7 @@ from typing import Callable
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from benchmarks import clients, kwire
-from benchmarks.broker import CLK_TCK, ProcGroup, ProcStats, log_problems
+from benchmarks.broker import ProcGroup, ProcStats, log_problems, stat_cpu_times
 from benchmarks.phases import Ctx, Meter, row, txn_runs
 
 BROKERS = 3
@@ -267,9 +267,8 @@ def _thread_cpu(pid: int) -> dict[str, tuple[float, float]]:
         except OSError:
             continue
         name = stat[stat.index("(") + 1:stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2:].split()
-        u, s = out.get(name, (0.0, 0.0))
-        out[name] = (u + int(fields[11]) / CLK_TCK, s + int(fields[12]) / CLK_TCK)
+        (u, s), (du, ds) = out.get(name, (0.0, 0.0)), stat_cpu_times(stat)
+        out[name] = (u + du, s + ds)
     return out
 
 
@@ -285,18 +284,19 @@ def disk_ceiling(directory: Path, nbytes: int) -> dict:
     records) written with 1 MiB os.write calls into fresh page-cache pages and fdatasync'ed, in the
     directory the brokers write to. RF 3 on one disk can at best reach a third of it."""
     chunk = os.urandom(1 << 20)
+    chunks = max(1, nbytes >> 20)
     path = directory / "disk-ceiling.tmp"
     t0 = time.perf_counter()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        for _ in range(max(1, nbytes >> 20)):
+        for _ in range(chunks):
             os.write(fd, chunk)
         os.fdatasync(fd)
     finally:
         os.close(fd)
         elapsed = time.perf_counter() - t0
         os.unlink(path)
-    written = max(1, nbytes >> 20) << 20
+    written = chunks << 20
     return {"disk_mb_s": written / elapsed / 1e6, "disk_bytes": written, "rf3_ceiling_mb_s": written / elapsed / 1e6 / 3}
 
 

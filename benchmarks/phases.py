@@ -48,7 +48,8 @@ class Scale:
         return cls(messages=20_000, e2e_messages=2_000, latency_messages=1_000, meta_topics=10,
                    meta_partitions=100, metadata_repeats=3, restarts=1, connections=200, requests=500, cluster_topics=6,
                    delayed_messages=1_000, delayed_max_ms=5_000, fixture_starts=3, tiered_mb=16,
-                   security_messages=20_000, auth_seconds=1.0, commit_groups=50, commit_window_s=10.0)
+                   security_messages=20_000, auth_seconds=1.0, commit_groups=50, commit_window_s=10.0,
+                   sustained_messages=30_000)
 
 
 @dataclass

@@ -12,7 +12,7 @@ import clusterkit as ck
 from kbroker.cluster_runner import ZooKeeperServer
 from kbroker.zookeeper import client as zk_client
 from kbroker.zookeeper.client import ZkClient
-from kbroker.zookeeper.znodes import BadVersionError
+from kbroker.zookeeper.znodes import BadVersionError, NoNodeError
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -37,7 +37,7 @@ def one_by_one(zk: ZkClient, paths: list[str]):
     for p in paths:
         try:
             out.append(zk.get(p))
-        except Exception:  # noqa: BLE001 - the reference: NoNodeError for a missing one
+        except NoNodeError:
             out.append(None)
     return out
 
