@@ -118,7 +118,7 @@ async def handle(ctx: RequestContext, request) -> dict:
     incremental = isinstance(context, IncrementalContext)
     if incremental:
         cached = context.cached_partitions()
-        names = {e.tip.topic for e in cached if e.tip.topic is not None}
+        names = fetch_reads.session_topic_names(context.session, cached)
     else:
         to_read = context.partitions_to_read()
         names = {tip.topic for tip, _ in to_read if tip.topic is not None}

@@ -44,6 +44,9 @@ from kbroker.fetch_session import (
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.replica.manager import FetchPartitionResult
 
+# A read of many partitions (a follower's full pass over thousands, its catch-up after a restart)
+# yields after this long, so other connections (a producer's backlog) are not held up by it.
+READ_SLICE_S = 0.002
 FULL_PASS_S = 5.0  # how often an incremental session checks every partition (log start moves wake no one)
 
 Item = tuple[TopicIdPartition, PartitionRequest, "CachedPartition | None"]
@@ -55,10 +58,12 @@ class SessionWatch:
     last request (`dirty`), those whose last read had news (`unsettled`, by session key), and the
     event that ends its long poll."""
 
-    __slots__ = ("__weakref__", "by_source", "denied", "dirty", "event", "next_full_pass", "tps", "unsettled")
+    __slots__ = ("__weakref__", "by_source", "denied", "dirty", "event", "names", "next_full_pass", "tps",
+                 "unsettled")
 
     def __init__(self, denied: frozenset, tps: list[TopicPartition],
-                 by_source: dict[TopicPartition, list[CachedPartition]]) -> None:
+                 by_source: dict[TopicPartition, list[CachedPartition]], names: frozenset) -> None:
+        self.names = names  # the session's topic names (the watch is dropped when its partitions change)
         self.denied = denied
         self.tps = tps
         self.by_source = by_source
@@ -99,6 +104,14 @@ class SessionWatch:
             self.unsettled.discard(entry.tip.key)
 
 
+def session_topic_names(session, cached: list[CachedPartition]) -> frozenset:
+    """The topic names of a session's partitions: its watch's while that stands, else counted."""
+    watch = session.memo
+    if isinstance(watch, SessionWatch):
+        return watch.names
+    return frozenset(e.tip.topic for e in cached if e.tip.topic is not None)
+
+
 def session_watch(ctx: RequestContext, session, cached: list[CachedPartition], denied: frozenset) -> SessionWatch:
     """The session's watch, made (and registered) anew when its partitions or the denied topics
     changed; an old watch is dropped with the replica manager's weak references to it."""
@@ -109,7 +122,8 @@ def session_watch(ctx: RequestContext, session, cached: list[CachedPartition], d
     for e in cached:
         if e.tip.topic is not None and e.tip.topic not in denied:
             by_source.setdefault(TopicPartition(views.source_of(ctx, e.tip.topic), e.tip.partition), []).append(e)
-    watch = session.memo = SessionWatch(denied, list(by_source), by_source)
+    names = frozenset(e.tip.topic for e in cached if e.tip.topic is not None)
+    watch = session.memo = SessionWatch(denied, list(by_source), by_source, names)
     ctx.broker.replica_manager.watch(watch, watch.tps)
     return watch
 
@@ -121,7 +135,12 @@ async def read(ctx: RequestContext, items: list[Item], max_bytes: int, read_comm
     hard_limit = ctx.version <= 2  # Kafka's hardMaxBytesLimit: before KIP-74 no batch goes beyond the limits
     budget = max_bytes
     out: list[Read] = []
-    for tip, req, entry in items:
+    clock = trio.current_time
+    turn_ends = clock() + READ_SLICE_S
+    for i, (tip, req, entry) in enumerate(items):
+        if i % 64 == 63 and clock() >= turn_ends:  # a read of thousands of partitions takes turns
+            await trio.lowlevel.checkpoint()
+            turn_ends = clock() + READ_SLICE_S
         name = tip.topic
         if name is None:
             result = FetchPartitionResult(TopicPartition("", tip.partition), error=UnknownTopicIdError())

@@ -56,7 +56,8 @@ class FetchSession:
     bookkeeping (when it was last used, its size and evictability then)."""
 
     __slots__ = ("id", "privileged", "partitions", "uses_topic_ids", "creation_ms", "last_used_ms",
-                 "epoch", "cached_size", "evictable_by_all", "evictable_by_privileged", "memo")
+                 "epoch", "cached_size", "evictable_by_all", "evictable_by_privileged", "memo",
+                 "unresolved")
 
     def __init__(self, session_id: int, privileged: bool, partitions: dict[Hashable, CachedPartition],
                  uses_topic_ids: bool, creation_ms: int, last_used_ms: int, epoch: int) -> None:
@@ -71,6 +72,7 @@ class FetchSession:
         self.evictable_by_all = False
         self.evictable_by_privileged = False
         self.memo = None  # the handler's, about the partitions as a whole; dropped when they change
+        self.unresolved = True  # may hold a partition whose topic id had no name (looked at on the next read)
 
     @property
     def size(self) -> int:
@@ -107,6 +109,8 @@ class FetchSession:
                 removed.append(tp)
         if added or removed:
             self.memo = None
+        if added:
+            self.unresolved = True
         return added, updated, removed
 
     def __repr__(self) -> str:

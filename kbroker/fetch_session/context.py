@@ -176,11 +176,13 @@ class IncrementalContext(FetchContext):
 
     def cached_partitions(self) -> list[CachedPartition]:
         """The session's partitions in reading order (their `memo` is the handler's)."""
-        parts = list(self.session.partitions.values())
-        if self.session.uses_topic_ids:
+        session = self.session
+        parts = list(session.partitions.values())
+        if session.uses_topic_ids and session.unresolved:  # only after partitions were added
             for part in parts:
                 if part.maybe_resolve_unknown_name(self.topic_names):
-                    self.session.memo = None
+                    session.memo = None
+            session.unresolved = any(part.tip.topic is None for part in parts)
         return parts
 
     def fetch_offset(self, tp: TopicIdPartition) -> int | None:

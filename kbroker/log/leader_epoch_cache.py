@@ -55,6 +55,10 @@ def _number(text: str, limit: int) -> int:
 
 
 class LeaderEpochCache:
+    # How many times any cache became unwritten: the server's epoch writer scans the logs only
+    # when this moved since its last scan, so an idle broker's thousands of logs are not visited.
+    marks = 0
+
     def __init__(self, path: Path, entries: Iterable[tuple[int, int]] = ()) -> None:
         """A cache backed by `path` holding `entries` (nothing is read or written here)."""
         self.path = Path(path)
@@ -149,7 +153,7 @@ class LeaderEpochCache:
         if write:
             self.flush(sync)
         else:  # written by the next `write_if_changed` or `sync` (the server's epoch writer, the log's flush, close)
-            self.unwritten = True
+            self._mark_unwritten()
         return True
 
     def truncate_from_end(self, end_offset: int, write: bool = True) -> bool:
@@ -165,8 +169,12 @@ class LeaderEpochCache:
         if write:
             self.flush()
         else:
-            self.unwritten = True
+            self._mark_unwritten()
         return True
+
+    def _mark_unwritten(self) -> None:
+        self.unwritten = True
+        LeaderEpochCache.marks += 1
 
     def truncate_from_start(self, start_offset: int) -> bool:
         """After the log start moved to `start_offset`: the epoch holding it now starts there and

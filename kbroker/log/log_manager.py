@@ -32,6 +32,7 @@ from kbroker.log.config import LogConfig
 from kbroker.errors import KafkaStorageError
 from kbroker.log.dir_lock import LogDirLock
 from kbroker.log.load_progress import LoadProgress
+from kbroker.log.leader_epoch_cache import LeaderEpochCache
 from kbroker.log.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log, wall_clock_ms
 from kbroker.log.log_dirs import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LogDirs
 from kbroker.log.topic_partition import TopicPartition
@@ -358,11 +359,17 @@ class LogManager(LogDirs):
                     flushed += 1
         return flushed
 
-    def unwritten_leader_epochs(self) -> list[tuple[Path, Log]]:
+    def unwritten_leader_epochs(self, since_marks: int = -1) -> tuple[int, list[tuple[Path, Log]]]:
         """The logs whose leader-epoch checkpoint changed in memory only (a new leader or follower
-        epoch, a truncation at load), with their dirs: the server writes them one at a time."""
-        return [(dir_of[tp], lg) for logs, dir_of in ((self.logs, self._dir_of), (self.future_logs, self._future_dir_of))
-                for tp, lg in list(logs.items()) if lg.leader_epoch_cache.unwritten and not lg.closed]
+        epoch, a truncation at load), with their dirs: the server writes them one at a time. With
+        the `LeaderEpochCache.marks` count of the last call, none are looked for if it has not
+        moved. Returns the count now, and the logs."""
+        marks = LeaderEpochCache.marks
+        if marks == since_marks:
+            return marks, []
+        all_logs = ((self.logs, self._dir_of), (self.future_logs, self._future_dir_of))
+        return marks, [(dir_of[tp], lg) for logs, dir_of in all_logs
+                       for tp, lg in list(logs.items()) if lg.leader_epoch_cache.unwritten and not lg.closed]
 
     def write_leader_epochs(self, d: Path, lg: Log) -> None:
         """Write one log's leader-epoch checkpoint if it is still unwritten (without fsync)."""

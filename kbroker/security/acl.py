@@ -4,7 +4,7 @@ DeleteAcls, with the semantics of Kafka's `org.apache.kafka.common.acl` and `.re
 the validation a CreateAcls binding and a DeleteAcls filter get, and the implied operations.
 
 Pure: no I/O. The decisions are `authorizer.py`'s; the storage is the metadata store's
-(`metadata/store.py`, `metadata/cluster.py`, with the znode payloads in `zookeeper/znodes.py`).
+(`metadata/store.py`, `metadata/zk_acls.py`, with the znode payloads in `zookeeper/znodes.py`).
 
 - A **pattern** is (resource type, name, LITERAL | PREFIXED); the literal name `*` is the wildcard
   that matches every resource of its type.

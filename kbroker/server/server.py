@@ -45,6 +45,11 @@ RECEIVE_CHUNK = 256 * 1024
 LARGE_FRAME = 64 * 1024  # frames larger than this are received straight into their own buffer
 REUSE_LIMIT = 8 * 1024 * 1024  # the largest frame buffer a connection keeps between requests
 SENDFILE_MIN = 64 * 1024  # smaller record data is read and sent with the header in one write
+# Pipelined requests already buffered are handled in turns of up to this long before the connection
+# yields: a producer thousands of requests behind (one partition each, as librdkafka sends them)
+# would otherwise wait a whole round of every other task per request, and each round's follower
+# fetches would carry one partition's news instead of a turn's.
+PIPELINE_SLICE_S = 0.002
 COALESCE_MAX = 64 * 1024  # answers to pipelined requests are sent together up to this many bytes
 GC_FULL_COLLECTION_THRESHOLD = 100  # gen-1 collections between full ones (Python: 10); see serve()
 
@@ -274,6 +279,7 @@ class KafkaServer:
         throttled = conn.mute
         max_frame = self.config.get("socket.request.max.bytes")
         unsent = bytearray()  # answers held while the next pipelined request is already buffered
+        slice_start: float | None = None  # when this turn of pipelined requests began
         while not self._shutting_down:
             if conn.muted_until:  # throttled by a client quota: nothing is read until it ends (KIP-219)
                 await trio.sleep_until(conn.muted_until)
@@ -337,7 +343,14 @@ class KafkaServer:
                 else:
                     decoder.max_frame_size = min(max_frame, security.max_receive_size)
                     decoder.limit_name = "sasl.server.max.receive.size"
-            await trio.lowlevel.checkpoint()  # one yield per request: other connections get their turn
+            if decoder.has_frame() and not conn.muted_until:  # pipelined requests already read
+                now = trio.current_time()
+                if slice_start is None:
+                    slice_start = now
+                if now - slice_start < PIPELINE_SLICE_S:
+                    continue  # more of them in this turn: a backlog does not wait a round per request
+            slice_start = None
+            await trio.lowlevel.checkpoint()  # other connections get their turn
         if unsent:  # shutting down with answers held
             await send(sock, bytes(unsent))
 
@@ -364,9 +377,11 @@ class KafkaServer:
         with a yield between two: a failover or restart of thousands of partitions makes thousands
         at once, and writing them in one go (an atomic rewrite costs ~1 ms here) held requests up."""
         lm = self.broker.log_manager
+        marks = -1
         while True:
             await trio.sleep(1.0)
-            for d, lg in lm.unwritten_leader_epochs():
+            marks, unwritten = lm.unwritten_leader_epochs(marks)
+            for d, lg in unwritten:
                 lm.write_leader_epochs(d, lg)
                 await trio.sleep(0)
 

@@ -16,7 +16,7 @@ ZERO = uuid.UUID(int=0)
 def session(n: int):
     entries = [CachedPartition(TopicIdPartition(ZERO, "t", p), PartitionRequest(0, 100)) for p in range(n)]
     by_source = {TopicPartition("t", e.tip.partition): [e] for e in entries}
-    watch = SessionWatch(frozenset(), list(by_source), by_source)
+    watch = SessionWatch(frozenset(), list(by_source), by_source, frozenset())
     return entries, {e.tip.key: e for e in entries}, watch
 
 

@@ -175,13 +175,30 @@ def test_leader_epochs_changed_in_memory_are_listed_and_written_one_log_at_a_tim
     logs = [m.get_or_create_log(TopicPartition("t", p)) for p in range(10)]
     for lg in logs:
         lg.leader_epoch_cache.assign(3, 0, sync=False, write=False)  # what make_leader does
-    pending = m.unwritten_leader_epochs()
+    marks, pending = m.unwritten_leader_epochs()
     assert sorted(lg.dir.name for _, lg in pending) == sorted(lg.dir.name for lg in logs)
     logs[0].flush()  # the log's flush writes its own first
     before = logs[0].leader_epoch_cache.path.stat().st_mtime_ns
     for d, lg in pending:
         m.write_leader_epochs(d, lg)
     assert logs[0].leader_epoch_cache.path.stat().st_mtime_ns == before
-    assert m.unwritten_leader_epochs() == []
+    assert m.unwritten_leader_epochs() == (marks, [])
     for lg in logs:
         assert lg.leader_epoch_cache.path.read_text().split("\n")[2] == "3 0"
+
+
+def test_the_epoch_writer_looks_for_unwritten_epochs_only_after_a_change(tmp_path):
+    """An idle broker's thousands of logs are not visited each second: with the count of the last
+    look and nothing changed since, no log is listed, even one still unwritten; a change made in
+    memory afterwards (a follower's new epoch, a truncation at load) is listed again."""
+    m = manager([tmp_path / "d1"], Clock(0))
+    a, b = (m.get_or_create_log(TopicPartition("t", p)) for p in range(2))
+    a.leader_epoch_cache.assign(1, 0, write=False)
+    marks, pending = m.unwritten_leader_epochs()
+    assert [lg for _, lg in pending] == [a]
+    assert m.unwritten_leader_epochs(marks) == (marks, [])  # not written, but nothing new: not looked at
+    b.leader_epoch_cache.assign(2, 0, write=False)
+    marks2, pending = m.unwritten_leader_epochs(marks)
+    assert marks2 != marks and sorted(lg.dir.name for _, lg in pending) == sorted([a.dir.name, b.dir.name])
+    b.leader_epoch_cache.truncate_from_end(0, write=False)
+    assert [lg for _, lg in m.unwritten_leader_epochs(marks2)[1]] != []

@@ -1,6 +1,7 @@
 """The trio server in-process on port 0, driven with raw Kafka frames over real TCP."""
 
 import struct
+import time
 
 import pytest
 import trio
@@ -357,8 +358,9 @@ async def test_idle_connections_are_closed_and_max_connections_is_enforced(confi
 
 @trio_test
 async def test_a_connection_with_pipelined_requests_does_not_starve_another(config):
-    """Each request ends with one yield to the scheduler: a client that pipelines thousands of
-    requests still lets another connection be answered long before its own are all done."""
+    """Pipelined requests are handled in turns of at most PIPELINE_SLICE_S, then the connection
+    yields: a client that pipelines thousands of requests still lets another connection be answered
+    long before its own are all done."""
     import socket
 
     from kbroker.wire.records import Record, build_batch
@@ -401,5 +403,50 @@ async def test_a_connection_with_pipelined_requests_does_not_starve_another(conf
         await _create_topic(stream, "busy")
         answered = await trio.to_thread.run_sync(clients, server.port)
         assert answered < pipelined // 2, f"{answered} of {pipelined} pipelined requests answered first"
+
+    await _with_server(config, body)
+
+
+@trio_test
+async def test_a_backlog_of_pipelined_requests_is_handled_several_per_turn(config):
+    """A producer far behind (librdkafka sends one partition per Produce, thousands pipelined) has
+    its buffered requests handled in turns of up to PIPELINE_SLICE_S, not one per round of every
+    other task: beside a task with work every round, 1,000 pipelined requests are answered in far
+    fewer rounds than requests (one per round before)."""
+    import socket
+
+    from kbroker.wire.records import Record, build_batch
+
+    pipelined = 1000
+
+    def client(port):
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            request = _request(0, 9, _produce_body("backlog", build_batch([Record(0, 1000, None, b"v", [])]), acks=1))
+            sock.sendall(request * pipelined)
+            got, answered = b"", 0
+            while answered < pipelined:
+                got += sock.recv(1 << 20)
+                while len(got) >= 4 and len(got) >= 4 + struct.unpack_from(">i", got)[0]:
+                    got = got[4 + struct.unpack_from(">i", got)[0]:]
+                    answered += 1
+
+    async def body(server):
+        stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await _create_topic(stream, "backlog")
+        rounds = 0
+
+        async def count_rounds(task_status=trio.TASK_STATUS_IGNORED):
+            nonlocal rounds  # a task with 0.5 ms of work every round (a busy broker's other work)
+            task_status.started()
+            while True:
+                rounds += 1
+                time.sleep(0.0005)
+                await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            await nursery.start(count_rounds)
+            await trio.to_thread.run_sync(client, server.port)
+            nursery.cancel_scope.cancel()
+        assert rounds < pipelined * 0.6, f"{pipelined} pipelined requests took {rounds} scheduler rounds"
 
     await _with_server(config, body)
