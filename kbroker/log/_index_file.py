@@ -19,7 +19,7 @@ from array import array
 from bisect import bisect_right
 from pathlib import Path
 
-from kbroker.log._files import write_all
+from kbroker.log._files import as_path, write_all
 
 __all__ = ["IndexFile", "CorruptIndexError"]
 
@@ -35,7 +35,7 @@ class IndexFile:
     _REL_COLUMN: int  # the column of offsets relative to base_offset (0 or 1)
 
     def __init__(self, path: Path, base_offset: int, max_index_size: int) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)
         self.base_offset = base_offset
         self.max_index_size = max_index_size
         self.max_entries = max(max_index_size // self.ENTRY_SIZE, self._MIN_ENTRIES)
@@ -147,7 +147,7 @@ class IndexFile:
         self._write_pending()
         if self.path.exists():
             os.replace(self.path, path)
-        self.path = Path(path)
+        self.path = as_path(path)
 
     def delete(self) -> None:
         self._pending = bytearray()

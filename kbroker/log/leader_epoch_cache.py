@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
 
+from kbroker.log._files import as_path
 from kbroker.log.checkpoint import CheckpointError, write_atomically
 
 __all__ = [
@@ -61,7 +62,7 @@ class LeaderEpochCache:
 
     def __init__(self, path: Path, entries: Iterable[tuple[int, int]] = ()) -> None:
         """A cache backed by `path` holding `entries` (nothing is read or written here)."""
-        self.path = Path(path)
+        self.path = as_path(path)
         self._entries = [EpochEntry(*e) for e in entries]
         self.unsynced = False  # written without fsync since the last durable write
         self.unwritten = False  # changed in memory only (assign(..., write=False)): the file lags
@@ -76,7 +77,7 @@ class LeaderEpochCache:
         """The cache stored at `path`. FileNotFoundError when there is none; CheckpointError when
         it is malformed or out of order. An empty file, which Kafka creates before any entry, is
         malformed too: the caller then rebuilds the cache from the log, which is never wrong."""
-        path = Path(path)
+        path = as_path(path)
         try:
             lines = path.read_bytes().decode("utf-8").split("\n")
             if lines[-1] == "":

@@ -24,6 +24,7 @@ from kbroker.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from kbroker.log._files import as_path
 from kbroker.log.checkpoint import fsync_dir
 from kbroker.log.config import LogConfig
 from kbroker.log.leader_epoch_cache import LEADER_EPOCH_CHECKPOINT, LeaderEpochCache
@@ -35,7 +36,12 @@ from kbroker.log.log_txn import (
     complete_txns,
     marker_of,
 )
-from kbroker.log.producer_state import ActiveProducer, CompletedTxn, ProducerAppendInfo, ProducerStateManager
+from kbroker.log.producer_state import (
+    ActiveProducer,
+    CompletedTxn,
+    ProducerAppendInfo,
+    ProducerStateManager,
+)
 from kbroker.log.record_validation import validate_records
 from kbroker.log.records_view import FetchDataInfo
 from kbroker.log.segment import CLEANED_SUFFIX, SWAP_SUFFIX, LogSegment
@@ -91,7 +97,7 @@ class FlushPlan:
 
 class Log(LogLoading, LogRetention):
     def __init__(self, dir: Path, config: LogConfig, now_ms: Callable[[], int], *, cleaned: bool = False) -> None:
-        self.dir = Path(dir)
+        self.dir = as_path(dir)
         self.topic_partition: TopicPartition | None = _partition_of_dir(self.dir.name)
         self.config = config
         self._now_ms = now_ms

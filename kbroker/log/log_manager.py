@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 import shutil
-from collections.abc import Callable, Mapping
 from collections import Counter
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from kbroker.errors import KafkaStorageError
 from kbroker.log.checkpoint import (
     CLEANER_OFFSET_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -29,10 +30,9 @@ from kbroker.log.checkpoint import (
 )
 from kbroker.log.cleaner import Cleaner, LogToClean, logs_to_clean
 from kbroker.log.config import LogConfig
-from kbroker.errors import KafkaStorageError
 from kbroker.log.dir_lock import LogDirLock
-from kbroker.log.load_progress import LoadProgress
 from kbroker.log.leader_epoch_cache import LeaderEpochCache
+from kbroker.log.load_progress import LoadProgress
 from kbroker.log.log import DEFAULT_PRODUCER_ID_EXPIRATION_MS, Log, wall_clock_ms
 from kbroker.log.log_dirs import DELETE_DIR_SUFFIX, FUTURE_DIR_SUFFIX, LogDirs
 from kbroker.log.topic_partition import TopicPartition

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import struct
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
@@ -35,7 +36,7 @@ from kbroker.errors import (
     OutOfOrderSequenceError,
     TransactionCoordinatorFencedError,
 )
-from kbroker.log._files import write_all
+from kbroker.log._files import as_path, write_all
 from kbroker.wire.control import EndTransactionMarker
 from kbroker.wire.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, BatchHeader
 
@@ -256,12 +257,17 @@ class ProducerAppendInfo:
             return None
 
 
+def _snapshot_offsets(names: Iterable[str]) -> list[int]:
+    return sorted(int(name[: -len(SNAPSHOT_SUFFIX)]) for name in names
+                  if name.endswith(SNAPSHOT_SUFFIX) and name[: -len(SNAPSHOT_SUFFIX)].isdigit())
+
+
 class ProducerStateManager:
     def __init__(self, dir: Path) -> None:
-        self.dir = Path(dir)
+        self.dir = as_path(dir)
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0  # state covers the log up to (excluding) this offset
-        self._snapshots: list[int] = sorted(self._list_snapshot_offsets())
+        self._snapshot_offsets: list[int] | None = None  # listed on first use (or given by `known_files`)
         self.ongoing_txns: dict[int, int] = {}  # first offset -> producer id
         # Completed transactions whose marker is not below the high watermark yet:
         # first offset -> (producer id, marker offset). They stay unstable until it passes.
@@ -374,15 +380,16 @@ class ProducerStateManager:
 
     # --- snapshots --------------------------------------------------------------------------------
 
-    def _list_snapshot_offsets(self) -> list[int]:
-        out = []
-        if not self.dir.exists():
-            return out
-        for p in self.dir.iterdir():
-            name = p.name
-            if name.endswith(SNAPSHOT_SUFFIX) and name[: -len(SNAPSHOT_SUFFIX)].isdigit():
-                out.append(int(name[: -len(SNAPSHOT_SUFFIX)]))
-        return out
+    @property
+    def _snapshots(self) -> list[int]:
+        """The snapshot files' offsets, ascending (the list is kept current as files come and go)."""
+        if self._snapshot_offsets is None:
+            self._snapshot_offsets = _snapshot_offsets(os.listdir(self.dir) if self.dir.exists() else ())
+        return self._snapshot_offsets
+
+    def known_files(self, names: Iterable[str]) -> None:
+        """The log dir's file names, just listed by the log's load: the snapshots are not listed again."""
+        self._snapshot_offsets = _snapshot_offsets(names)
 
     def snapshot_path(self, offset: int) -> Path:
         return self.dir / snapshot_file_name(offset)

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from kbroker.errors import CorruptRecordError
-from kbroker.log._files import pread_exact, pread_upto, write_all
+from kbroker.log._files import as_path, pread_exact, pread_upto, write_all
 from kbroker.log.offset_index import OffsetIndex
 from kbroker.log.records_view import FetchDataInfo, FileRecords
 from kbroker.log.time_index import NO_TIMESTAMP, TimeIndex, TimestampOffset
@@ -76,6 +76,15 @@ class LogOffsetPosition(NamedTuple):
     size: int
 
 
+def _create_if_missing(path: Path) -> bool:
+    """Create an empty file at `path` unless there is one; whether there was (one syscall)."""
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except FileExistsError:
+        return True
+    return False
+
+
 class LogSegment:
     def __init__(
         self,
@@ -87,7 +96,7 @@ class LogSegment:
         now_ms: int,
         file_suffix: str = "",
     ) -> None:
-        self.dir = Path(dir)
+        self.dir = as_path(dir)
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.log_path = self.dir / (log_file_name(base_offset) + file_suffix)
@@ -102,9 +111,7 @@ class LogSegment:
         # Created on its first entry, as in Kafka: a missing file is an empty index.
         self.txn_index = TransactionIndex(self.dir / (txn_index_file_name(base_offset) + file_suffix), base_offset)
         # Kafka creates both index files with the segment and treats a missing one as damage.
-        self._indexes_existed = self.offset_index.path.exists() and self.time_index.path.exists()
-        for path in (self.offset_index.path, self.time_index.path):
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        self._indexes_existed = _create_if_missing(self.offset_index.path) & _create_if_missing(self.time_index.path)
         self.created_ms = now_ms
         self._bytes_since_last_index_entry = 0
         self._max_ts_and_offset: TimestampOffset | None = None  # lazily read from the indexes + tail
@@ -524,7 +531,7 @@ class LogSegment:
 
     def move_to_dir(self, dir: Path) -> None:
         """Follow a rename of the partition directory (fds are unaffected)."""
-        self.dir = Path(dir)
+        self.dir = as_path(dir)
         self.log_path = self.dir / self.log_path.name
         self.offset_index.path = self.dir / self.offset_index.path.name
         self.time_index.path = self.dir / self.time_index.path.name

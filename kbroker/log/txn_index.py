@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from kbroker.log._files import pread_upto, write_all
+from kbroker.log._files import as_path, pread_upto, write_all
 
 __all__ = ["AbortedTxn", "TransactionIndex", "TXN_INDEX_SUFFIX", "txn_index_file_name", "parse_aborted_txns"]
 
@@ -60,7 +60,7 @@ class TransactionIndex:
     ENTRY_SIZE = _ENTRY.size  # 34
 
     def __init__(self, path: Path, start_offset: int) -> None:
-        self.path = Path(path)
+        self.path = as_path(path)
         self.start_offset = start_offset
         self._fd: int | None = None
         self._last_offset: int | None = None  # of the newest entry, once known
