@@ -540,8 +540,7 @@ class ClusterMetadataStore:
 
     async def set_topic_configs(self, name: str, configs: dict[str, str]) -> TopicInfo:
         await self.session.call(self.zk.set, zk.topic_config_path(name), zk.encode_config(configs))
-        await self.session.call(self.zk.create, f"{zk.CONFIG_CHANGES}/{zk.CONFIG_CHANGE_PREFIX}",
-                                zk.encode_config_change("topics", name), sequence=True)
+        await notifications.post_config_change(self.session, self.zk, zk.encode_config_change("topics", name))
         self._configs[name] = dict(configs)
         info = self._topics.get(name)
         if info is None:

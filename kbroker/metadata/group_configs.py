@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from kbroker.log.checkpoint import write_atomically
+from kbroker.metadata import notifications
 from kbroker.zookeeper import znodes as zk
 
 logger = logging.getLogger(__name__)
@@ -122,21 +123,13 @@ class ZkGroupConfigs:
         set is empty), then a `groups/<group>` notification every broker acts on."""
         path, name = zk.group_config_path(group), zk.group_znode_name(group)
         if configs:
-            data = zk.encode_config(configs)
-            try:
-                await self.session.call(self.zk.set, path, data)
-            except zk.NoNodeError:
-                try:
-                    await self.session.call(self.zk.create, path, data, makepath=True)
-                except zk.NodeExistsError:
-                    await self.session.call(self.zk.set, path, data)
+            await notifications.write_config(self.session, self.zk, path, zk.encode_config(configs))
         else:
             try:
                 await self.session.call(self.zk.delete, path)
             except zk.NoNodeError:
                 pass
-        await self.session.call(self.zk.create, f"{zk.CONFIG_CHANGES}/{zk.CONFIG_CHANGE_PREFIX}",
-                                zk.encode_config_change("groups", name), sequence=True)
+        await notifications.post_config_change(self.session, self.zk, zk.encode_config_change("groups", name))
         if configs:
             self._groups[group] = dict(configs)
         else:

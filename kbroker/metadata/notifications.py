@@ -1,8 +1,9 @@
-"""Purging the change notifications every broker has read (Kafka's
-ZkNodeChangeNotificationListener.purgeObsoleteNotifications): sequential znodes under
-`/config/changes`, `/kafka-acl-changes` and `/kafka-acl-extended-changes` are deleted once processed
-and older than 15 minutes, so the parents do not grow forever. Any broker may purge; another broker
-deleting the same znode first is no error.
+"""The change notifications of entity configs: writing an entity's config znode and posting its
+`/config/changes` notification (Kafka's AdminZkClient.changeConfigs), and purging the notifications
+every broker has read (Kafka's ZkNodeChangeNotificationListener.purgeObsoleteNotifications):
+sequential znodes under `/config/changes`, `/kafka-acl-changes` and `/kafka-acl-extended-changes` are
+deleted once processed and older than 15 minutes, so the parents do not grow forever. Any broker may
+purge; another broker deleting the same znode first is no error.
 """
 
 from __future__ import annotations
@@ -10,11 +11,28 @@ from __future__ import annotations
 import logging
 import time
 
+from kbroker.zookeeper import znodes as zk
 from kbroker.zookeeper.znodes import NoNodeError, ZkError
 
 logger = logging.getLogger(__name__)
 
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's changeExpirationMs
+
+
+async def write_config(session, client, path: str, data: bytes) -> None:
+    """An entity's config znode set to `data`, created (with its parents) when missing."""
+    try:
+        await session.call(client.set, path, data)
+    except zk.NoNodeError:
+        try:
+            await session.call(client.create, path, data, makepath=True)
+        except zk.NodeExistsError:  # another broker created it meanwhile
+            await session.call(client.set, path, data)
+
+
+async def post_config_change(session, client, notification: bytes) -> None:
+    """A sequential `/config/changes` notification (`zk.encode_config_change`) every broker acts on."""
+    await session.call(client.create, f"{zk.CONFIG_CHANGES}/{zk.CONFIG_CHANGE_PREFIX}", notification, sequence=True)
 
 
 def obsolete(children: list[str], last_processed: str, stats: list, now_ms: int) -> list[str]:

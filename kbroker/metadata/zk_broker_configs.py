@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from kbroker.metadata import notifications
 from kbroker.zookeeper import znodes as zk
 from kbroker.zookeeper.session import ZkSession
 
@@ -58,15 +59,8 @@ class ZkBrokerConfigs:
     async def set(self, entity: str, configs: dict[str, str]) -> None:
         """Kafka's AdminZkClient.changeBrokerConfig: the entity's configs, then a notification."""
         path, data = zk.broker_config_path(entity), zk.encode_config(configs)
-        try:
-            await self.session.call(self.zk.set, path, data)
-        except zk.NoNodeError:
-            try:
-                await self.session.call(self.zk.create, path, data, makepath=True)
-            except zk.NodeExistsError:
-                await self.session.call(self.zk.set, path, data)
-        await self.session.call(self.zk.create, f"{zk.CONFIG_CHANGES}/{zk.CONFIG_CHANGE_PREFIX}",
-                                zk.encode_config_change("brokers", entity), sequence=True)
+        await notifications.write_config(self.session, self.zk, path, data)
+        await notifications.post_config_change(self.session, self.zk, zk.encode_config_change("brokers", entity))
         if entity in self.entities:
             self._configs[entity] = dict(configs)
             self._notify()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from kbroker.metadata import notifications
 from kbroker.metadata.store import (
     ClientQuotaListener,
     altered_quota_config,
@@ -68,8 +69,7 @@ class ZkUserConfigs:
                 break
             except (zk.BadVersionError, zk.NodeExistsError, zk.NoNodeError):
                 continue  # another broker changed the entity meanwhile: apply ours to what it wrote
-        await self.session.call(self.zk.create, f"{zk.CONFIG_CHANGES}/{zk.CONFIG_CHANGE_PREFIX}", notification,
-                                sequence=True)
+        await notifications.post_config_change(self.session, self.zk, notification)
         return config
 
     # -- SCRAM credentials ----------------------------------------------------------------------------
