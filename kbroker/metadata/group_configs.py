@@ -100,11 +100,7 @@ class ZkGroupConfigs:
         results = await self.session.call(self.zk.get_many, [f"{zk.CONFIG_GROUPS}/{n}" for n in names])
         for name, result in zip(names, results):
             group = zk.desanitize(name)
-            try:
-                config = zk.decode_config(result[0] if result else None)
-            except ValueError:
-                logger.warning("the config znode of group %r is not JSON; its configs are ignored", group)
-                config = {}
+            config = notifications.decoded_config(result, f"of group {group!r}", "its configs are ignored")
             if config != self._groups.get(group, {}):
                 logger.info("configs of group %r: %s", group, config or "none (the broker's)")
             if config:

@@ -19,6 +19,16 @@ logger = logging.getLogger(__name__)
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # Kafka's changeExpirationMs
 
 
+def decoded_config(result, which: str, consequence: str) -> dict[str, str]:
+    """An entity's config from a `get_many` result (None: no znode, an empty config); a znode that
+    is not JSON is logged ("the config znode <which> is not JSON; <consequence>") and read as empty."""
+    try:
+        return zk.decode_config(result[0] if result else None)
+    except ValueError:
+        logger.warning("the config znode %s is not JSON; %s", which, consequence)
+        return {}
+
+
 async def write_config(session, client, path: str, data: bytes) -> None:
     """An entity's config znode set to `data`, created (with its parents) when missing."""
     try:

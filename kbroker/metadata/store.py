@@ -207,6 +207,16 @@ def altered_scram_config(current: dict[str, str], upsertions: dict[str, ScramCre
     return updated
 
 
+def remember_credentials(scram: dict[str, dict[str, ScramCredential]], user: str, config: dict[str, str]) -> None:
+    """A user's credentials after a write of its config: kept in `scram` (user -> mechanism ->
+    credential), or dropped when none is left."""
+    creds = scram_credentials_of(user, config)
+    if creds:
+        scram[user] = creds
+    else:
+        scram.pop(user, None)
+
+
 def scram_credentials_of(user: str, config: dict[str, str]) -> dict[str, ScramCredential]:
     """The credentials in a user's stored entries; an entry that is not one is logged (by user and
     mechanism only) and left out."""
@@ -492,11 +502,7 @@ class LocalMetadataStore:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _write_private(self.scram_credentials_path, json.dumps(state, indent=1).encode())
         self._scram_configs = {u: c for u, c in updated.items() if c}
-        creds = scram_credentials_of(user, config)
-        if creds:
-            self._scram[user] = creds
-        else:
-            self._scram.pop(user, None)
+        remember_credentials(self._scram, user, config)
 
     # -- client quotas ------------------------------------------------------------------------------
     def client_quota_configs(self) -> dict[str, dict[str, str]]:

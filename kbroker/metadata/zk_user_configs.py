@@ -22,6 +22,7 @@ from kbroker.metadata.store import (
     altered_quota_config,
     altered_scram_config,
     quota_entries,
+    remember_credentials,
     scram_credentials_of,
 )
 from kbroker.security.credentials import ScramCredential
@@ -91,11 +92,7 @@ class ZkUserConfigs:
         found: dict[str, dict[str, ScramCredential]] = {}
         for name, result in zip(sanitized, results):
             user = zk.desanitize(name)
-            try:
-                config = zk.decode_config(result[0] if result else None)
-            except ValueError:
-                logger.warning("the config znode of user %r is not JSON; its credentials are ignored", user)
-                config = {}
+            config = notifications.decoded_config(result, f"of user {user!r}", "its credentials are ignored")
             creds = scram_credentials_of(user, config)
             if creds:
                 found[user] = creds
@@ -129,11 +126,7 @@ class ZkUserConfigs:
         config = await self._rewrite(
             zk.user_config_path(user), lambda current: altered_scram_config(current, upsertions, list(deletions)),
             zk.encode_config_change("users", zk.sanitize(user)))
-        creds = scram_credentials_of(user, config)
-        if creds:
-            self._scram[user] = creds
-        else:
-            self._scram.pop(user, None)
+        remember_credentials(self._scram, user, config)
 
     # -- client quotas -------------------------------------------------------------------------------
     def client_quota_configs(self) -> dict[str, dict[str, str]]:
@@ -161,11 +154,7 @@ class ZkUserConfigs:
         results = await self.session.call(self.zk.get_many, [zk.quota_config_path(p) for p in paths])
         found = {}
         for path, result in zip(paths, results):
-            try:
-                config = quota_entries(zk.decode_config(result[0] if result else None))
-            except ValueError:
-                logger.warning("the config znode /config/%s is not JSON; its quotas are ignored", path)
-                config = {}
+            config = quota_entries(notifications.decoded_config(result, f"/config/{path}", "its quotas are ignored"))
             if config:
                 found[path] = config
         if everyone:
