@@ -52,3 +52,15 @@ def test_purge_deletes_and_tolerates_another_broker_purging_first(monkeypatch):
     purged = trio.run(notifications.purge, Session(), client, "/p", ["n_1", "n_2", "n_3"], "n_3")
     assert purged == 2
     assert set(client.nodes) == {"/p/n_3"}
+
+
+def test_a_config_znode_that_is_not_json_reads_as_empty_and_is_logged(caplog):
+    """A config znode another tool wrote badly costs that entity its configs, never the broker:
+    read as empty, with a warning naming it; a missing znode is an empty config, silently."""
+    good = (b'{"version":1,"config":{"a":"1"}}', None)
+    assert notifications.decoded_config(good, "of group 'g'", "its configs are ignored") == {"a": "1"}
+    assert notifications.decoded_config(None, "of group 'g'", "its configs are ignored") == {}
+    assert not caplog.records
+    assert notifications.decoded_config((b"{not json", None), "of user 'u'", "its credentials are ignored") == {}
+    assert [r.getMessage() for r in caplog.records] == [
+        "the config znode of user 'u' is not JSON; its credentials are ignored"]
