@@ -11,7 +11,8 @@ user, mechanism -> Kafka's `salt=...,stored_key=...,server_key=...,iterations=n`
 are `kbroker-scram-credentials.json`, written atomically and readable by the owner only; the SASL
 server looks them up in memory (`scram_credential`). Client quotas (per entity path, as under
 Kafka's /config: `users/<u>`, `clients/<c>`, `users/<u>/clients/<c>`) are
-`kbroker-client-quotas.json`, and `client_quota_listeners` hear of each change. ACLs (resource
+`kbroker-client-quotas.json`, and `client_quota_listeners` hear of each change (what a user's or
+client's stored config means, for both stores: user_entities.py). ACLs (resource
 pattern -> Kafka's entries) are `kbroker-acls.json`, written atomically; the authorizer is told of
 every change through `add_acl_listener`. Per-group configs (KIP-848's GROUP resource, group id ->
 {key: value}) are `kbroker-group-configs.json` (kbroker/metadata/group_configs.py), looked up in
@@ -31,7 +32,6 @@ from typing import Callable, Protocol, Sequence
 
 from kbroker.log.checkpoint import fsync_dir, write_atomically
 from kbroker.metadata.group_configs import GroupConfigFile
-from kbroker.quota.entities import QUOTA_KEYS
 from kbroker.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -46,14 +46,20 @@ from kbroker.security.acl import (
     plan_deletions,
     ResourcePattern,
 )
-from kbroker.security.credentials import ScramCredential, credentials_from_config, credentials_to_config
+from kbroker.security.credentials import ScramCredential
+from kbroker.metadata.user_entities import (
+    altered_quota_config,
+    altered_scram_config,
+    quota_entries,
+    remember_credentials,
+    scram_credentials_of,
+)
 from kbroker.zookeeper.znodes import DEFAULT_BROKER_ENTITY  # Kafka's name, the same on the single node
 from kbroker.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidTopicError,
-    ResourceNotFoundError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -173,63 +179,6 @@ class MetadataStore(Protocol):
     def group_configs(self, group: str) -> dict[str, str]: ...
     def read_group_configs(self, group: str) -> dict[str, str]: ...
     def set_group_configs(self, group: str, configs: dict[str, str]) -> None: ...
-
-
-def quota_entries(config: dict[str, str]) -> dict[str, str]:
-    """The client quota keys of an entity's stored config (a user's also holds SCRAM credentials)."""
-    return {k: v for k, v in config.items() if k in QUOTA_KEYS}
-
-
-def altered_quota_config(current: dict[str, str], changes: dict[str, str | None]) -> dict[str, str]:
-    """An entity's stored config after an AlterClientQuotas: each key set, or removed (None); the
-    other entries (a user's SCRAM credentials) kept."""
-    updated = dict(current)
-    for key, value in changes.items():
-        if value is None:
-            updated.pop(key, None)
-        else:
-            updated[key] = value
-    return updated
-
-
-SCRAM_DELETE_MISSING = "Attempt to delete a user credential that does not exist"  # Kafka's words
-
-
-def altered_scram_config(current: dict[str, str], upsertions: dict[str, ScramCredential],
-                         deletions: list[str]) -> dict[str, str]:
-    """A user's config entries after an AlterUserScramCredentials: deletions first, then upsertions
-    (as Kafka applies them); other entries (quotas) kept. ResourceNotFoundError when a deletion
-    names a mechanism the user has no credential for."""
-    if any(m not in current for m in deletions):
-        raise ResourceNotFoundError(SCRAM_DELETE_MISSING)
-    updated = {k: v for k, v in current.items() if k not in deletions}
-    updated.update(credentials_to_config(upsertions))
-    return updated
-
-
-def remember_credentials(scram: dict[str, dict[str, ScramCredential]], user: str, config: dict[str, str]) -> None:
-    """A user's credentials after a write of its config: kept in `scram` (user -> mechanism ->
-    credential), or dropped when none is left."""
-    creds = scram_credentials_of(user, config)
-    if creds:
-        scram[user] = creds
-    else:
-        scram.pop(user, None)
-
-
-def scram_credentials_of(user: str, config: dict[str, str]) -> dict[str, ScramCredential]:
-    """The credentials in a user's stored entries; an entry that is not one is logged (by user and
-    mechanism only) and left out."""
-    try:
-        return credentials_from_config(config)
-    except ValueError:
-        out = {}
-        for mechanism in config:
-            try:
-                out.update(credentials_from_config({mechanism: config[mechanism]}))
-            except ValueError:
-                logger.warning("the stored %s credential of user %r is not a SCRAM credential; ignored", mechanism, user)
-        return out
 
 
 def assign_replicas(brokers: list[BrokerInfo], num_partitions: int, replication_factor: int,

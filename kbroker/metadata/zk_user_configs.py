@@ -17,8 +17,8 @@ import logging
 from collections.abc import Callable, Sequence
 
 from kbroker.metadata import notifications
-from kbroker.metadata.store import (
-    ClientQuotaListener,
+from kbroker.metadata.store import ClientQuotaListener
+from kbroker.metadata.user_entities import (
     altered_quota_config,
     altered_scram_config,
     quota_entries,
