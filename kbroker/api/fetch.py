@@ -131,7 +131,7 @@ async def handle(ctx: RequestContext, request) -> dict:
 
     deadline = trio.current_time() + max_wait_s
     if incremental:  # only what changed is read (fetch_reads.py); what was read stays in `merged`
-        watch = fetch_reads.session_watch(ctx, context.session, cached, denied)
+        watch = fetch_reads.session_watch(ctx, context.session, cached, denied, names)
         listed = [tip.key for tip, _ in requested]
         merged: dict = {}
         while True:

@@ -43,10 +43,8 @@ from kbroker.fetch_session import (
 )
 from kbroker.log.topic_partition import TopicPartition
 from kbroker.replica.manager import FetchPartitionResult
+from kbroker.replica.turns import Turns
 
-# A read of many partitions (a follower's full pass over thousands, its catch-up after a restart)
-# yields after this long, so other connections (a producer's backlog) are not held up by it.
-READ_SLICE_S = 0.002
 FULL_PASS_S = 5.0  # how often an incremental session checks every partition (log start moves wake no one)
 
 Item = tuple[TopicIdPartition, PartitionRequest, "CachedPartition | None"]
@@ -112,9 +110,11 @@ def session_topic_names(session, cached: list[CachedPartition]) -> frozenset:
     return frozenset(e.tip.topic for e in cached if e.tip.topic is not None)
 
 
-def session_watch(ctx: RequestContext, session, cached: list[CachedPartition], denied: frozenset) -> SessionWatch:
+def session_watch(ctx: RequestContext, session, cached: list[CachedPartition], denied: frozenset,
+                  names: frozenset) -> SessionWatch:
     """The session's watch, made (and registered) anew when its partitions or the denied topics
-    changed; an old watch is dropped with the replica manager's weak references to it."""
+    changed (`names`: `session_topic_names`); an old watch is dropped with the replica manager's
+    weak references to it."""
     watch = session.memo
     if isinstance(watch, SessionWatch) and watch.denied == denied:
         return watch
@@ -122,7 +122,6 @@ def session_watch(ctx: RequestContext, session, cached: list[CachedPartition], d
     for e in cached:
         if e.tip.topic is not None and e.tip.topic not in denied:
             by_source.setdefault(TopicPartition(views.source_of(ctx, e.tip.topic), e.tip.partition), []).append(e)
-    names = frozenset(e.tip.topic for e in cached if e.tip.topic is not None)
     watch = session.memo = SessionWatch(denied, list(by_source), by_source, names)
     ctx.broker.replica_manager.watch(watch, watch.tps)
     return watch
@@ -135,12 +134,9 @@ async def read(ctx: RequestContext, items: list[Item], max_bytes: int, read_comm
     hard_limit = ctx.version <= 2  # Kafka's hardMaxBytesLimit: before KIP-74 no batch goes beyond the limits
     budget = max_bytes
     out: list[Read] = []
-    clock = trio.current_time
-    turn_ends = clock() + READ_SLICE_S
+    turns = Turns()  # a read of thousands of partitions (a full pass, a catch-up) takes turns
     for i, (tip, req, entry) in enumerate(items):
-        if i % 64 == 63 and clock() >= turn_ends:  # a read of thousands of partitions takes turns
-            await trio.lowlevel.checkpoint()
-            turn_ends = clock() + READ_SLICE_S
+        await turns.take(i)
         name = tip.topic
         if name is None:
             result = FetchPartitionResult(TopicPartition("", tip.partition), error=UnknownTopicIdError())

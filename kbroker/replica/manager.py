@@ -55,6 +55,7 @@ from kbroker.replica.data_waits import DataWaits
 from kbroker.replica.log_dir_mover import LogDirMover
 from kbroker.replica.partition import NO_LEADER, Partition
 from kbroker.replica.quota import ReplicationQuotas
+from kbroker.replica.turns import Turns
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +68,6 @@ def wall_clock_ms() -> int:
 
 
 ISR_REFUSAL_BACKOFF_MS = 500  # how long a leader waits to propose again an ISR change the controller refused
-APPLY_SLICE_S = 0.002  # applying thousands of ISR answers yields after this long: requests go on meanwhile
 
 
 def monotonic_ms() -> int:
@@ -368,11 +368,9 @@ class ReplicaManager(DataWaits):
                 await trio.sleep(0.2)
                 self._isr_wake.set()
                 continue
-            turn_ends = trio.current_time() + APPLY_SLICE_S
+            turns = Turns()  # thousands at once after a restart: requests go on meanwhile
             for i, (tp, (partition, isr)) in enumerate(batch.items()):
-                if i % 64 == 63 and trio.current_time() >= turn_ends:  # thousands at once after a restart
-                    await trio.lowlevel.checkpoint()
-                    turn_ends = trio.current_time() + APPLY_SLICE_S
+                await turns.take(i)
                 error, state = answers.get((tp.topic, tp.partition), (ErrorCode.unknown_server_error, None))
                 if self.partitions.get(tp) is not partition or partition.pending_isr is not isr:
                     continue  # superseded by a LeaderAndIsr
